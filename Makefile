@@ -1,0 +1,60 @@
+# dew_rl: every target creates the virtual environment in .venv when it is missing.
+#   make test  - everything CI checks (export sync, jupytext twins, README, nbval + tests, site -W, browser)
+#   make docs  - re-execute every notebook and build the site into docs/_build/html
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+STAMP := $(VENV)/.dew_rl-dev-installed
+NODE_STAMP := node_modules/.dew_rl-installed
+SITE := docs/_build/html
+SPHINX_FAST := -D nb_execution_mode=off
+
+.PHONY: env test docs site check-sync export nb readme clean bench
+
+$(STAMP): settings.ini setup.py
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip setuptools wheel 2>&1 | grep -v "is ignored" || true
+	$(PY) -m pip install -q -e ".[dev]" 2>&1 | grep -v "is ignored" || true
+	@$(PY) -c "import dew_rl, jax, nbdev, nbval, sphinx, myst_nb, hypothesis" 
+	@touch $@
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+env: $(STAMP) $(NODE_STAMP)
+
+# The checks that a fresh clone fails on first: generated code and twins in step with the notebooks.
+check-sync: env
+	$(PY) tools/check_sync.py
+
+site: env
+	$(BIN)/sphinx-build -W --keep-going -q -b html $(SPHINX_FAST) docs $(SITE)
+
+test: env check-sync site
+	DEW_RL_SITE=$(SITE) $(BIN)/pytest nbs tests
+	@if [ "$$CI" = "true" ]; then \
+	  if [ -n "$$(git status --porcelain)" ]; then echo "stray or modified files after the test run:"; git status --porcelain; exit 1; fi; \
+	fi
+
+docs: env
+	$(BIN)/sphinx-build -b html -D nb_execution_mode=force docs $(SITE)
+	@echo; echo "Site built: open $(abspath $(SITE))/index.html"
+
+# Author a notebook: make nb NB=nbs/01_reductions.md (or .ipynb) - sync twins, execute, clean, export.
+nb: env
+	$(PY) tools/nb.py $(NB)
+
+export: env
+	$(BIN)/nbdev_export
+
+readme: env
+	$(PY) tools/make_readme.py
+
+bench: env
+	$(PY) tools/bench.py
+
+clean:
+	rm -rf $(SITE) docs/_site_src .pytest_cache

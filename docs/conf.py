@@ -1,0 +1,128 @@
+"""Sphinx configuration for the dew_rl site.
+
+The notebooks in ../nbs are the source of truth. Sphinx does not read them in place: at start-up
+this file copies each one next to it (docs/*.ipynb, ignored by git) and translates nbdev's `#|`
+directives, which myst-nb does not understand, into myst-nb cell tags:
+
+    #| hide, #| default_exp  -> remove-cell
+    #| echo: false           -> remove-input
+    #| output: false         -> remove-output
+    #| eval: false           -> skip-execution
+
+The directive lines and nbval markers are stripped from what the reader sees. The home page is
+nbs/index.ipynb; a hidden toctree listing every chapter and the References page is appended to
+its copy so that every chapter is in the sidebar.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+NBS = ROOT / "nbs"
+MATHJAX = ROOT / "node_modules" / "mathjax" / "es5"
+
+project = "dew_rl"
+author = "dew_rl contributors"
+copyright = "2026, dew_rl contributors"
+
+extensions = ["myst_nb", "sphinxcontrib.bibtex", "sphinx.ext.mathjax"]
+myst_enable_extensions = ["dollarmath", "amsmath", "attrs_inline"]
+myst_heading_anchors = 3
+nb_render_markdown_format = "myst"
+nb_execution_mode = "off"  # `make docs` passes -D nb_execution_mode=force
+nb_execution_timeout = 600
+nb_execution_raise_on_error = True
+nb_execution_show_tb = True
+nb_merge_streams = True
+
+bibtex_bibfiles = ["references.bib"]
+bibtex_reference_style = "author_year"
+bibtex_default_style = "plain"
+
+html_theme = "sphinx_book_theme"
+html_title = "dew_rl"
+html_static_path = ["_static"]
+html_theme_options = {"show_toc_level": 2, "home_page_in_toc": True}
+# MathJax 3 is served from the site itself: the default CDN does not load offline.
+mathjax_path = "mathjax/tex-chtml.js"
+
+root_doc = "index"
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "Thumbs.db", ".DS_Store"]
+suppress_warnings = ["mystnb.unknown_mime_type"]
+
+_DIRECTIVE = re.compile(r"^#\|\s*(.*?)\s*$")
+_NBVAL = re.compile(r"^#\s*NBVAL_[A-Z_]+\s*$")
+
+
+def _source_lines(cell):
+    src = cell.get("source", "")
+    return (src if isinstance(src, str) else "".join(src)).splitlines()
+
+
+def _translate_cell(cell):
+    """Turn nbdev directives into myst-nb tags and strip them from the shown source."""
+    if cell.get("cell_type") != "code":
+        return cell
+    lines = _source_lines(cell)
+    directives, body, in_header = [], [], True
+    for line in lines:
+        m = _DIRECTIVE.match(line)
+        if in_header and m:
+            directives.append(m.group(1))
+            continue
+        if _NBVAL.match(line):
+            continue
+        in_header = False
+        body.append(line)
+    tags = list(cell.get("metadata", {}).get("tags", []))
+    for d in directives:
+        key, _, val = d.partition(":")
+        key, val = key.strip(), val.strip().lower()
+        if key in ("hide", "default_exp") or (key == "include" and val == "false"):
+            tags.append("remove-cell")
+        elif key == "echo" and val == "false":
+            tags.append("remove-input")
+        elif key == "output" and val == "false":
+            tags.append("remove-output")
+        elif key == "eval" and val == "false":
+            tags.append("skip-execution")
+    cell = dict(cell)
+    cell["metadata"] = dict(cell.get("metadata", {}))
+    if tags:
+        cell["metadata"]["tags"] = sorted(set(tags))
+    cell["source"] = "\n".join(body).strip("\n")
+    return cell
+
+
+def _copy_notebooks():
+    for old in HERE.glob("*.ipynb"):
+        old.unlink()
+    chapters = []
+    for src in sorted(NBS.glob("*.ipynb")):
+        nb = json.loads(src.read_text(encoding="utf-8"))
+        nb["cells"] = [_translate_cell(c) for c in nb["cells"]]
+        nb.setdefault("metadata", {}).pop("jupytext", None)
+        if src.stem == "index":
+            home = nb
+        else:
+            chapters.append(src.stem)
+            (HERE / src.name).write_text(json.dumps(nb, indent=1), encoding="utf-8")
+    toc = "```{toctree}\n:hidden:\n:maxdepth: 2\n\n" + "\n".join(chapters + ["references"]) + "\n```"
+    home["cells"].append({"cell_type": "markdown", "id": "dew-rl-toc", "metadata": {}, "source": toc})
+    (HERE / "index.ipynb").write_text(json.dumps(home, indent=1), encoding="utf-8")
+
+
+def _copy_mathjax(app, exception):
+    if exception is None and app.builder.format == "html":
+        shutil.copytree(MATHJAX, Path(app.outdir) / "_static" / "mathjax", dirs_exist_ok=True)
+
+
+def setup(app):
+    if not (MATHJAX / "tex-chtml.js").exists():
+        raise RuntimeError(f"MathJax not found at {MATHJAX}: run `npm ci` (the Makefile does)")
+    _copy_notebooks()
+    app.connect("build-finished", _copy_mathjax)

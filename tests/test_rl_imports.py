@@ -1,0 +1,88 @@
+"""The import arrow of dew_rl points one way.
+
+    reductions  <-  advantages, surrogates  <-  objectives
+
+- Nothing outside `dew_rl/objectives` imports `dew_rl.objectives`, not even `dew_rl/__init__.py`.
+- The reductions layer imports nothing else from `dew_rl`.
+- Advantages and surrogates import only the reductions layer (and themselves).
+
+The walk reads every module's syntax tree, so a lazy import inside a function counts too.
+"""
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parent.parent / "dew_rl"
+
+
+def _module_name(path: Path, pkg: Path = PKG) -> str:
+    parts = path.relative_to(pkg.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, pkg: Path = PKG) -> set[str]:
+    """Absolute names of every dew_rl module `path` imports (relative imports resolved)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    here = _module_name(path, pkg).split(".")
+    package = here if path.name == "__init__.py" else here[:-1]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            found.add(mod)
+            found.update(f"{mod}.{a.name}" for a in node.names)
+    return {m for m in found if m == "dew_rl" or m.startswith("dew_rl.")}
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+MODULES = sorted(p for p in PKG.rglob("*.py") if "__pycache__" not in p.parts)
+ALLOWED = {  # layer -> layers it may import from
+    "reductions": {"reductions"},
+    "advantages": {"advantages", "reductions"},
+    "surrogates": {"surrogates", "reductions"},
+    "objectives": {"objectives", "advantages", "surrogates", "reductions"},
+}
+
+
+def test_walk_finds_the_package():
+    names = {_module_name(p) for p in MODULES}
+    assert "dew_rl.reductions" in names, names
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PKG.parent)))
+def test_nothing_outside_objectives_imports_objectives(path):
+    if _layer(_module_name(path)) == "objectives":
+        return
+    bad = sorted(m for m in _imports(path) if m == "dew_rl.objectives" or m.startswith("dew_rl.objectives."))
+    assert not bad, f"{path.relative_to(PKG.parent)} imports {bad}: nothing outside dew_rl/objectives may"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PKG.parent)))
+def test_layers_import_only_downwards(path):
+    layer = _layer(_module_name(path))
+    if layer not in ALLOWED:
+        return
+    bad = sorted(m for m in _imports(path)
+                 if m != "dew_rl" and _layer(m) not in ALLOWED[layer] and _layer(m) != "_modidx")
+    bad += sorted(m for m in _imports(path) if m == "dew_rl")
+    assert not bad, f"{path.relative_to(PKG.parent)} ({layer}) imports {bad}; allowed: {sorted(ALLOWED[layer])}"
+
+
+def test_the_checker_sees_a_violation(tmp_path):
+    """The walk must be able to fail: planted imports of objectives (relative, lazy) are reported."""
+    probe = tmp_path / "dew_rl" / "reductions.py"
+    probe.parent.mkdir()
+    probe.write_text("import jax\n\ndef _late():\n    from .objectives import x\n    import dew_rl.advantages\n")
+    found = _imports(probe, probe.parent)
+    assert "dew_rl.objectives" in found and "dew_rl.advantages" in found, found

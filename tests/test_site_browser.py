@@ -1,0 +1,107 @@
+"""The site as a reader sees it: the reductions page opened in headless Chromium.
+
+Asserts that display equations are typeset by MathJax (MathJax elements present, no raw TeX left
+in the rendered prose), that at least one figure image loads, and that a citation links to the
+References page. A second test removes MathJax from a copy of the site and checks that the same
+probe then fails, so the check cannot pass vacuously.
+
+The site is the one `make test` builds (DEW_RL_SITE); without it the test builds one itself.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = "01_reductions.html"
+
+PROBE = """<!doctype html><html><body><pre id="result">pending</pre>
+<iframe id="f" src="%(url)s" style="width:1200px;height:900px"></iframe>
+<script>
+function report(doc) {
+  const body = doc.body.cloneNode(true);
+  body.querySelectorAll('pre, code, .highlight, mjx-container, script, style').forEach(e => e.remove());
+  const text = body.textContent;
+  const imgs = Array.from(doc.querySelectorAll('img'));
+  const cites = Array.from(doc.querySelectorAll('a')).filter(a => (a.getAttribute('href') || '').includes('references.html#'));
+  document.getElementById('result').textContent = JSON.stringify({
+    mathjax_loaded: !!(doc.defaultView.MathJax && doc.defaultView.MathJax.version),
+    mjx: doc.querySelectorAll('mjx-container').length,
+    mjx_display: doc.querySelectorAll('mjx-container[display="true"]').length,
+    raw_tex: ['$$', '\\\\frac', '\\\\begin{', '\\\\sum', '\\\\mathbf'].filter(s => text.includes(s)),
+    images: imgs.length,
+    images_loaded: imgs.filter(i => i.complete && i.naturalWidth > 0).length,
+    citations_to_references: cites.length,
+  });
+}
+const frame = document.getElementById('f');
+frame.onload = () => {
+  const win = frame.contentWindow, doc = frame.contentDocument;
+  let tries = 0;
+  const poll = () => {
+    tries += 1;
+    const mj = win.MathJax;
+    if (mj && mj.startup && mj.startup.promise) { mj.startup.promise.then(() => report(doc)); }
+    else if (tries > 40) { report(doc); }
+    else { setTimeout(poll, 100); }
+  };
+  poll();
+};
+</script></body></html>"""
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if path := shutil.which(name):
+            return path
+    pytest.fail("no Chromium on PATH: `apt-get install chromium` (.ci/run does this)")
+
+
+def _site(tmp_path_factory) -> Path:
+    if env := os.environ.get("DEW_RL_SITE"):
+        site = (ROOT / env).resolve()
+        assert (site / PAGE).exists(), f"DEW_RL_SITE={env} has no {PAGE}"
+        return site
+    out = tmp_path_factory.mktemp("site")
+    subprocess.run([sys.executable, "-m", "sphinx", "-W", "-q", "-b", "html",
+                    "-D", "nb_execution_mode=off", str(ROOT / "docs"), str(out)], check=True, cwd=ROOT)
+    return out
+
+
+def probe(site: Path, tmp: Path) -> dict:
+    wrapper = tmp / "probe.html"
+    wrapper.write_text(PROBE % {"url": (site / PAGE).as_uri()}, encoding="utf-8")
+    profile = tmp / "profile"
+    cmd = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", "--no-first-run", "--allow-file-access-from-files",
+           f"--user-data-dir={profile}", "--virtual-time-budget=15000", "--dump-dom", wrapper.as_uri()]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    start = out.index('<pre id="result">') + len('<pre id="result">')
+    raw = out[start:out.index("</pre>", start)]
+    assert raw != "pending", "the page never finished loading in Chromium"
+    return json.loads(raw.replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    return _site(tmp_path_factory)
+
+
+def test_reductions_page_renders(site, tmp_path):
+    r = probe(site, tmp_path)
+    assert r["mathjax_loaded"], r
+    assert r["mjx_display"] >= 3, f"display equations not typeset: {r}"
+    assert r["raw_tex"] == [], f"raw TeX left in the rendered text: {r}"
+    assert r["images_loaded"] >= 1, f"no figure image loaded: {r}"
+    assert r["citations_to_references"] >= 1, f"no citation links to the References page: {r}"
+
+
+def test_probe_fails_without_mathjax(site, tmp_path):
+    broken = tmp_path / "site"
+    shutil.copytree(site, broken, ignore=shutil.ignore_patterns("mathjax"))
+    r = probe(broken, tmp_path)
+    assert not r["mathjax_loaded"] and r["mjx"] == 0 and r["raw_tex"], r
