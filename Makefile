@@ -30,8 +30,9 @@ env: $(STAMP) $(NODE_STAMP)
 check-sync: env
 	$(PY) tools/check_sync.py
 
+# flock: the configuration writes the notebook copies into docs/, so two builds must not overlap.
 site: env
-	$(BIN)/sphinx-build -W --keep-going -q -b html $(SPHINX_FAST) docs $(SITE)
+	flock /tmp/dew_rl_site.lock $(BIN)/sphinx-build -W --keep-going -q -b html $(SPHINX_FAST) docs $(SITE)
 
 test: env check-sync site
 	DEW_RL_SITE=$(SITE) $(BIN)/pytest nbs tests
@@ -40,7 +41,7 @@ test: env check-sync site
 	fi
 
 docs: env
-	$(BIN)/sphinx-build -b html -D nb_execution_mode=force docs $(SITE)
+	flock /tmp/dew_rl_site.lock $(BIN)/sphinx-build -b html -D nb_execution_mode=force docs $(SITE)
 	@echo; echo "Site built: open $(abspath $(SITE))/index.html"
 
 # Author a notebook: make nb NB=nbs/01_reductions.md (or .ipynb) - sync twins, execute, clean, export.
