@@ -9,9 +9,32 @@ __all__ = []
 # %% ../nbs/99_api.ipynb #c79b51bf
 from .reductions import (AGGREGATION_MODES, aggregate, masked_mean, masked_whiten, response_mean,
                                segment_mean, token_mean)
+from .advantages.gae import gae, gae_raw
+from .advantages.group import GROUP_EPS, group_advantage
+from .advantages.rloo import rloo_advantage
+from .advantages.normalize import global_masked_normalize
+from .advantages.reinforce_pp import group_baseline_advantage, reinforce_plus_plus_returns
+from .surrogates.ratios import LOG_RATIO_CLAMP, SEQUENCE_LOG_RATIO_MAX, sequence_log_ratio, token_log_ratio
+from .surrogates.kl import KL_OUTPUT_CLAMP, k1_kl, k2_kl, k3_kl
+from .surrogates.ppo import clipped_surrogate, clipped_surrogate_terms
+from .surrogates.soft import cispo_terms, sapo_terms
+from .surrogates.value import clipped_value_loss, clipped_value_loss_terms
+from .surrogates.importance import (SEQUENCE_STATISTICS, behavior_importance_weights,
+                                          sequence_importance_weights)
+from .surrogates.preference import preference_ipo, preference_logsigmoid, preference_margin
 
 # %% ../nbs/99_api.ipynb #a9373c46
 __all__ = [
     # reductions
     "AGGREGATION_MODES", "aggregate", "masked_mean", "masked_whiten", "response_mean", "segment_mean", "token_mean",
+    # advantages
+    "GROUP_EPS", "gae", "gae_raw", "global_masked_normalize", "group_advantage", "group_baseline_advantage",
+    "reinforce_plus_plus_returns", "rloo_advantage",
+    # ratios and KL
+    "KL_OUTPUT_CLAMP", "LOG_RATIO_CLAMP", "SEQUENCE_LOG_RATIO_MAX", "k1_kl", "k2_kl", "k3_kl",
+    "sequence_log_ratio", "token_log_ratio",
+    # surrogates and losses
+    "SEQUENCE_STATISTICS", "behavior_importance_weights", "cispo_terms", "clipped_surrogate",
+    "clipped_surrogate_terms", "clipped_value_loss", "clipped_value_loss_terms", "preference_ipo",
+    "preference_logsigmoid", "preference_margin", "sapo_terms", "sequence_importance_weights",
 ]
