@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 
 # %% auto #0
-__all__ = ['AGGREGATION_MODES', 'as_float', 'as_mask', 'check_rank', 'stat_dtype', 'masked_mean', 'masked_whiten', 'token_mean',
-           'response_mean', 'aggregate', 'segment_mean']
+__all__ = ['AGGREGATION_MODES', 'as_float', 'as_mask', 'check_rank', 'check_same_shape', 'check_number', 'stat_dtype',
+           'masked_mean', 'masked_whiten', 'token_mean', 'response_mean', 'aggregate', 'segment_mean']
 
 # %% ../nbs/01_reductions.ipynb #0b8958fc
 def _shape(s) -> str:
@@ -60,6 +60,46 @@ def check_rank(
     "`ValueError` unless `x` has `rank` dimensions."
     if x.ndim != rank:
         raise ValueError(f"{fn}: `{name}` must be {layout} (rank {rank}); got shape {_shape(x.shape)}")
+
+
+def check_same_shape(
+    fn: str,  # public function name
+    name: str,  # argument that must match
+    x: jax.Array,  # its array
+    like: str,  # argument it must match
+    y: jax.Array,  # that argument's array
+) -> None:
+    "`ValueError` unless `x` has exactly the shape of `y` (no broadcasting)."
+    if tuple(x.shape) != tuple(y.shape):
+        raise ValueError(f"{fn}: `{name}` must have the shape of `{like}` {_shape(y.shape)}; got {_shape(x.shape)}")
+
+
+def check_number(
+    fn: str,  # public function name
+    name: str,  # argument name
+    value,  # a hyper-parameter: Python or NumPy number, 0-d array, or a traced scalar
+    ok,  # predicate on the float value, e.g. `lambda v: v > 0`
+    expect: str,  # what `ok` means, for the message: "a positive number"
+    static: bool = False,  # True: the value must be a Python or NumPy number (a constant under jit)
+) -> float | None:  # the value as a float, or None when it is traced and so unknown at trace time
+    "Check a scalar hyper-parameter whenever its value is known at trace time; `ValueError` if it fails."
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{fn}: `{name}` must be {expect}; got {value!r}")
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        v = float(value)
+    elif static:
+        raise ValueError(f"{fn}: `{name}` must be a Python or NumPy real number (static under jit); "
+                         f"got {type(value).__name__}")
+    else:
+        try:
+            v = float(value)  # a concrete 0-d array
+        except jax.errors.ConcretizationTypeError:
+            return None  # traced: checked by nobody, as a traced value cannot be read without a host sync
+        except (TypeError, ValueError):
+            raise ValueError(f"{fn}: `{name}` must be {expect}; got {value!r}") from None
+    if not ok(v):
+        raise ValueError(f"{fn}: `{name}` must be {expect}; got {value!r}")
+    return v
 
 
 def stat_dtype(dtype) -> jnp.dtype:

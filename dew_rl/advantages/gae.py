@@ -9,16 +9,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..reductions import as_float, as_mask, check_rank, masked_whiten, stat_dtype
+from ..reductions import as_float, as_mask, check_rank, check_same_shape, masked_whiten, stat_dtype
 
 # %% auto #0
 __all__ = ['gae_raw', 'gae']
 
 # %% ../../nbs/02a_gae.ipynb #6321edfc
-def _dims(shape) -> str:
-    return "[" + ", ".join(str(d) for d in shape) + "]"
-
-
 def _unit_scalar(
     fn: str,  # public function name, for the error message
     name: str,  # argument name
@@ -29,7 +25,7 @@ def _unit_scalar(
     a = np.asarray(x) if static else jnp.asarray(x)
     if a.ndim != 0 or not (jnp.issubdtype(a.dtype, jnp.floating) or jnp.issubdtype(a.dtype, jnp.integer)):
         raise ValueError(f"{fn}: `{name}` must be a real scalar (a Python number or a 0-d array); "
-                         f"got shape {_dims(a.shape)} and dtype {a.dtype}")
+                         f"got shape {list(a.shape)} and dtype {a.dtype}")
     if static and not 0.0 <= float(a) <= 1.0:
         raise ValueError(f"{fn}: `{name}` must be in [0, 1]; got {x!r}")
     return a
@@ -49,8 +45,7 @@ def _gae_scan(fn, token_rewards, values, mask, gamma, lam):
     check_rank(fn, "token_rewards", r, 2)
     v = as_float(fn, "values", values)
     check_rank(fn, "values", v, 2)
-    if v.shape != r.shape:
-        raise ValueError(f"{fn}: `values` must have the shape of `token_rewards` {_dims(r.shape)}; got {_dims(v.shape)}")
+    check_same_shape(fn, "values", v, "token_rewards", r)
     keep = as_mask(fn, mask, r.shape, like="token_rewards")
     gamma, lam = _unit_scalar(fn, "gamma", gamma), _unit_scalar(fn, "lam", lam)
     out = jnp.result_type(r.dtype, v.dtype)

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..reductions import as_float, check_rank, stat_dtype
+from ..reductions import as_float, check_number, check_rank, stat_dtype
 
 # %% auto #0
 __all__ = ['GROUP_EPS', 'as_groups', 'centre_in_groups', 'group_advantage']
@@ -55,8 +55,7 @@ def group_advantage(
     fn = "group_advantage"
     if not isinstance(normalise_by_std, (bool, np.bool_)):
         raise ValueError(f"{fn}: `normalise_by_std` must be a Python bool; got {normalise_by_std!r}")
-    if isinstance(eps, (int, float, np.integer, np.floating)) and not eps >= 0:
-        raise ValueError(f"{fn}: `eps` must be a number >= 0; got {eps!r}")
+    check_number(fn, "eps", eps, lambda e: e >= 0, "a number >= 0")
     x, dtype = as_groups(fn, rewards, group, min_group=2 if normalise_by_std else 1,
                          why=" when normalise_by_std=True (a standard deviation needs two members)" if normalise_by_std else "")
     centred = centre_in_groups(x)

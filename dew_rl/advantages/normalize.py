@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import checkify
 
-from ..reductions import as_float, as_mask, stat_dtype
+from ..reductions import as_float, as_mask, check_number, stat_dtype
 
 # %% auto #0
 __all__ = ['global_masked_normalize']
@@ -34,8 +34,7 @@ def global_masked_normalize(
     fn = "global_masked_normalize"
     x = as_float(fn, "x", x, allow_int=True)
     keep = as_mask(fn, mask, x.shape)
-    if isinstance(var_floor, (bool, np.bool_)) or (isinstance(var_floor, (int, float, np.number)) and not var_floor > 0):
-        raise ValueError(f"{fn}: `var_floor` must be a positive number (it keeps zero variance finite); got {var_floor!r}")
+    check_number(fn, "var_floor", var_floor, lambda v: v > 0, "a positive number (it keeps zero variance finite)")
     ct = stat_dtype(x.dtype)
     xs = jnp.where(keep, x.astype(ct), 0)  # select first: a masked NaN or Inf reaches no arithmetic
     count = keep.sum(dtype=jnp.int32)

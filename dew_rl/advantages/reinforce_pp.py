@@ -9,20 +9,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..reductions import as_float, as_mask, check_rank, stat_dtype
+from ..reductions import as_float, as_mask, check_number, check_rank, stat_dtype
+from .group import as_groups, centre_in_groups
 
 # %% auto #0
 __all__ = ['reinforce_plus_plus_returns', 'group_baseline_advantage']
 
 # %% ../../nbs/02e_reinforce_plus_plus.ipynb #77959fbe
 def _check_coefficient(fn: str, name: str, value, low: float, high: float | None = None) -> None:
-    if isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{fn}: `{name}` must be a number; got {value!r}")
-    if isinstance(value, (int, float, np.number)) or (isinstance(value, np.ndarray) and value.ndim == 0):
-        v = float(value)
-        if not (v >= low and (high is None or v <= high)):
-            want = f">= {low}" if high is None else f"in [{low}, {high}]"
-            raise ValueError(f"{fn}: `{name}` must be {want}; got {v!r}")
+    want = f">= {low}" if high is None else f"in [{low}, {high}]"
+    check_number(fn, name, value, lambda v: v >= low and (high is None or v <= high), want)
 
 
 def _last_valid(keep: jax.Array) -> jax.Array:
@@ -80,23 +76,14 @@ def group_baseline_advantage(
 ) -> jax.Array:  # [B, T]: m * (R_i - mean of its group, itself included), dtype of `rewards`
     "REINFORCE++-baseline raw advantage: each reward minus its group's mean (itself included), broadcast to the kept tokens."
     fn = "group_baseline_advantage"
-    if isinstance(group, (bool, np.bool_)) or not isinstance(group, (int, np.integer)):
-        raise ValueError(f"{fn}: `group` must be an int (responses per prompt); got {group!r}")
-    if group < 2:
-        raise ValueError(f"{fn}: `group` must be >= 2: the mean includes the row itself, so a group of one "
-                         f"gives zero advantages; got {group}")
-    rewards = as_float(fn, "rewards", rewards)
-    check_rank(fn, "rewards", rewards, 1, "[B]")
-    B = rewards.shape[0]
-    if B % group:
-        raise ValueError(f"{fn}: the number of rewards B={B} must be a multiple of `group`={group}")
+    r, dtype = as_groups(fn, rewards, group, min_group=2,
+                         why=": the mean includes the row itself, so a group of one gives zero advantages")
+    B = r.size
     mask = jnp.asarray(mask)
     check_rank(fn, "mask", mask, 2)
     if mask.shape[0] != B:
         raise ValueError(f"{fn}: `mask` must have one row per reward, [B={B}, T]; got shape "
                          f"[{', '.join(map(str, mask.shape))}]")
     keep = as_mask(fn, mask, mask.shape)
-    r = rewards.astype(stat_dtype(rewards.dtype)).reshape(B // group, group)
-    shifted = r - r[:, :1]  # equal rewards are exactly zero from here on
-    centred = shifted - shifted.sum(axis=1, keepdims=True) / group
-    return jnp.where(keep, centred.reshape(B, 1), 0).astype(rewards.dtype)
+    centred = centre_in_groups(r)  # shifted by each group's first reward: equal rewards give exact zeros
+    return jnp.where(keep, centred.reshape(B, 1), 0).astype(dtype)

@@ -9,30 +9,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..reductions import as_float, as_mask, check_rank, stat_dtype
+from ..reductions import as_float, as_mask, check_number, check_rank, check_same_shape, stat_dtype
 
 # %% auto #0
 __all__ = ['SEQUENCE_STATISTICS', 'behavior_importance_weights', 'sequence_importance_weights']
 
 # %% ../../nbs/03f_importance_weights.ipynb #70ab5f06
-def _check_cap(fn: str, cap) -> None:
-    try:
-        c = float(cap)
-    except jax.errors.ConcretizationTypeError:  # a traced cap: its value is not known at trace time
-        return
-    except (TypeError, ValueError):
-        raise ValueError(f"{fn}: `cap` must be a positive number (float('inf') for no cap); got {cap!r}") from None
-    if not c > 0:  # rejects negative, zero and NaN
-        raise ValueError(f"{fn}: `cap` must be a positive number (float('inf') for no cap); got {cap!r}")
+def _check_cap(fn: str, cap) -> None:  # rejects negative, zero and NaN; a traced cap is not checked
+    check_number(fn, "cap", cap, lambda c: c > 0, "a positive number (float('inf') for no cap)")
 
 
 def _log_ratio(fn: str, old_log_probs, behavior_log_probs, mask):
     "Checked inputs -> (detached log ratio, zero outside the mask; keep; output dtype)."
     old = as_float(fn, "old_log_probs", old_log_probs)
     beh = as_float(fn, "behavior_log_probs", behavior_log_probs)
-    if beh.shape != old.shape:
-        raise ValueError(f"{fn}: `behavior_log_probs` must have the shape of `old_log_probs` {list(old.shape)}; "
-                         f"got {list(beh.shape)}")
+    check_same_shape(fn, "behavior_log_probs", beh, "old_log_probs", old)
     keep = as_mask(fn, mask, old.shape, like="old_log_probs")
     out = jnp.result_type(old, beh)
     ct = stat_dtype(out)

@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..reductions import as_float, stat_dtype
-from .ratios import LOG_RATIO_CLAMP, check_same_shape, clamp
+from ..reductions import as_float, check_same_shape, stat_dtype
+from .ratios import LOG_RATIO_CLAMP, clamp
 
 # %% auto #0
 __all__ = ['KL_OUTPUT_CLAMP', 'k1_kl', 'k2_kl', 'k3_kl']

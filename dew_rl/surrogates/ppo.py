@@ -9,34 +9,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..reductions import _shape, as_float, as_mask, check_rank, stat_dtype, token_mean
+from ..reductions import as_float, as_mask, check_number, check_rank, check_same_shape, stat_dtype, token_mean
+from .ratios import LOG_RATIO_CLAMP, clamp
 
 # %% auto #0
-__all__ = ['LOG_RATIO_CLAMP', 'clipped_surrogate_terms', 'clipped_surrogate']
+__all__ = ['clipped_surrogate_terms', 'clipped_surrogate']
 
 # %% ../../nbs/03c_clipped_surrogate.ipynb #016fe2d1
-LOG_RATIO_CLAMP = 20.0  # |log ratio| bound applied before exp in every surrogate of dew_rl
-
-
-def _real(fn: str, name: str, v) -> float:
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{fn}: `{name}` must be a Python or NumPy real number (static under jit); "
-                         f"got {type(v).__name__}")
-    return float(v)
-
-
 def _check_clip(fn: str, epsilon_low, epsilon_high, dual_clip):
-    lo, hi = _real(fn, "epsilon_low", epsilon_low), _real(fn, "epsilon_high", epsilon_high)
-    if not 0.0 <= lo < 1.0:
-        raise ValueError(f"{fn}: `epsilon_low` must be in [0, 1) so that the lower bound 1 - epsilon_low is "
-                         f"positive; got {epsilon_low!r}")
-    if not hi >= 0.0:
-        raise ValueError(f"{fn}: `epsilon_high` must be >= 0; got {epsilon_high!r}")
+    lo = check_number(fn, "epsilon_low", epsilon_low, lambda v: 0.0 <= v < 1.0,
+                      "in [0, 1) so that the lower bound 1 - epsilon_low is positive", static=True)
+    hi = check_number(fn, "epsilon_high", epsilon_high, lambda v: v >= 0.0, ">= 0", static=True)
     if dual_clip is not None:
-        c = _real(fn, "dual_clip", dual_clip)
-        if not c > 1.0:
-            raise ValueError(f"{fn}: `dual_clip` must be None or a number > 1; got {dual_clip!r}")
-        dual_clip = c
+        dual_clip = check_number(fn, "dual_clip", dual_clip, lambda v: v > 1.0, "None or a number > 1", static=True)
     return lo, hi, dual_clip
 
 
@@ -45,9 +30,7 @@ def _prepare(fn: str, log_ratio, advantages, mask):
     log_ratio = as_float(fn, "log_ratio", log_ratio)
     check_rank(fn, "log_ratio", log_ratio, 2)
     advantages = as_float(fn, "advantages", advantages)
-    if advantages.shape != log_ratio.shape:
-        raise ValueError(f"{fn}: `advantages` must have the shape of `log_ratio` {_shape(log_ratio.shape)}; "
-                         f"got {_shape(advantages.shape)}")
+    check_same_shape(fn, "advantages", advantages, "log_ratio", log_ratio)
     keep = as_mask(fn, mask, log_ratio.shape, like="log_ratio")
     rt = jnp.result_type(log_ratio, advantages)
     ct = stat_dtype(rt)
@@ -59,7 +42,7 @@ def _prepare(fn: str, log_ratio, advantages, mask):
 def _clipped(fn, log_ratio, advantages, mask, epsilon_low, epsilon_high, dual_clip):
     lo, hi, c = _check_clip(fn, epsilon_low, epsilon_high, dual_clip)
     x, adv, keep, ct, rt = _prepare(fn, log_ratio, advantages, mask)
-    rho = jnp.exp(jnp.clip(x, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+    rho = jnp.exp(clamp(x, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
     unclipped = -adv * rho
     clipped = -adv * jnp.clip(rho, 1.0 - lo, 1.0 + hi)
     loss = jnp.maximum(unclipped, clipped)

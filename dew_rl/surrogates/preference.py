@@ -9,21 +9,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..reductions import as_float, as_mask, check_rank, stat_dtype
+from ..reductions import as_float, as_mask, check_number, check_rank, check_same_shape, stat_dtype
 
 # %% auto #0
 __all__ = ['preference_margin', 'preference_logsigmoid', 'preference_ipo']
 
 # %% ../../nbs/03g_preference.ipynb #cd56d19d
-def _check_beta(fn: str, beta) -> None:
-    try:
-        b = float(beta)
-    except jax.errors.ConcretizationTypeError:  # a traced beta: its value is not known at trace time
-        return
-    except (TypeError, ValueError):
-        raise ValueError(f"{fn}: `beta` must be a positive number; got {beta!r}") from None
-    if not (b > 0 and np.isfinite(b)):  # rejects zero, negative, NaN and inf
-        raise ValueError(f"{fn}: `beta` must be a positive number; got {beta!r}")
+def _check_beta(fn: str, beta) -> None:  # rejects zero, negative, NaN and inf; a traced beta is not checked
+    check_number(fn, "beta", beta, lambda b: b > 0 and np.isfinite(b), "a positive number")
 
 
 def _side(fn, names, policy, ref, mask, length_normalise):
@@ -32,8 +25,7 @@ def _side(fn, names, policy, ref, mask, length_normalise):
     pol = as_float(fn, policy_name, policy)
     check_rank(fn, policy_name, pol, 2, layout="[P, T]")
     r = as_float(fn, ref_name, ref)
-    if r.shape != pol.shape:
-        raise ValueError(f"{fn}: `{ref_name}` must have the shape of `{policy_name}` {list(pol.shape)}; got {list(r.shape)}")
+    check_same_shape(fn, ref_name, r, policy_name, pol)
     keep = as_mask(fn, mask, pol.shape, name=mask_name, like=policy_name)
     ct = stat_dtype(jnp.result_type(pol, r))
     diff = (jnp.where(keep, pol, jnp.zeros((), pol.dtype)).astype(ct)

@@ -9,10 +9,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..reductions import as_float, as_mask, check_rank, segment_mean, stat_dtype
+from ..reductions import as_float, as_mask, check_rank, check_same_shape, segment_mean, stat_dtype
 
 # %% auto #0
-__all__ = ['LOG_RATIO_CLAMP', 'SEQUENCE_LOG_RATIO_MAX', 'clamp', 'check_same_shape', 'token_log_ratio', 'sequence_log_ratio']
+__all__ = ['LOG_RATIO_CLAMP', 'SEQUENCE_LOG_RATIO_MAX', 'clamp', 'token_log_ratio', 'sequence_log_ratio']
 
 # %% ../../nbs/03a_log_ratios.ipynb #28e945d0
 LOG_RATIO_CLAMP = 20.0  # |lp - old| bound before exponentiation (verl, Tunix GRPO, OpenRLHF ppo)
@@ -30,22 +30,6 @@ def clamp(
     if hi is not None:
         x = jnp.where(x > hi, hi, x)
     return x
-
-
-def _dims(shape) -> str:
-    return "[" + ", ".join(str(d) for d in shape) + "]"
-
-
-def check_same_shape(
-    fn: str,  # public function name
-    name: str,  # argument that must match
-    x: jax.Array,  # its array
-    like: str,  # argument it must match
-    y: jax.Array,  # that argument's array
-) -> None:
-    "`ValueError` unless `x` has exactly the shape of `y` (no broadcasting)."
-    if tuple(x.shape) != tuple(y.shape):
-        raise ValueError(f"{fn}: `{name}` must have the shape of `{like}` {_dims(y.shape)}; got {_dims(x.shape)}")
 
 
 def token_log_ratio(

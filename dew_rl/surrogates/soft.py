@@ -9,18 +9,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..reductions import _shape, as_float
-from .ppo import LOG_RATIO_CLAMP, _prepare, _real
+from ..reductions import as_float, check_number, check_same_shape
+from .ppo import _prepare
+from .ratios import LOG_RATIO_CLAMP, clamp
 
 # %% auto #0
 __all__ = ['sapo_terms', 'cispo_terms']
 
 # %% ../../nbs/03d_soft_surrogates.ipynb #72d1fa79
 def _positive(fn: str, name: str, v) -> float:
-    f = _real(fn, name, v)
-    if not (f > 0.0 and np.isfinite(f)):
-        raise ValueError(f"{fn}: `{name}` must be a positive finite number; got {v!r}")
-    return f
+    return check_number(fn, name, v, lambda f: f > 0.0 and np.isfinite(f), "a positive finite number", static=True)
 
 
 def sapo_terms(
@@ -34,7 +32,7 @@ def sapo_terms(
     fn = "sapo_terms"
     tp, tn = _positive(fn, "tau_pos", tau_pos), _positive(fn, "tau_neg", tau_neg)
     x, adv, keep, ct, rt = _prepare(fn, log_ratio, advantages, mask)
-    rho = jnp.exp(jnp.clip(x, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+    rho = jnp.exp(clamp(x, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
     tau = jnp.where(adv > 0, jnp.asarray(tp, ct), jnp.asarray(tn, ct))
     gate = (4.0 / tau) * jax.nn.sigmoid(tau * (rho - 1.0))
     return jnp.where(keep, -gate * adv, 0).astype(rt)
@@ -50,20 +48,17 @@ def cispo_terms(
 ) -> tuple:  # (terms [B, T] zero outside the mask, {"clipped": bool [B, T], rho outside the band})
     "Per-token CISPO loss -sg(clip(rho, 1 - epsilon_low, 1 + epsilon_high)) * A * log_probs."
     fn = "cispo_terms"
-    lo, hi = _real(fn, "epsilon_low", epsilon_low), _real(fn, "epsilon_high", epsilon_high)
-    if not 0.0 <= lo <= 1.0:
-        raise ValueError(f"{fn}: `epsilon_low` must be in [0, 1] (lower bound 1 - epsilon_low in [0, 1]); got {epsilon_low!r}")
-    if not hi >= 0.0:
-        raise ValueError(f"{fn}: `epsilon_high` must be >= 0 (upper bound 1 + epsilon_high >= 1); got {epsilon_high!r}")
+    lo = check_number(fn, "epsilon_low", epsilon_low, lambda v: 0.0 <= v <= 1.0,
+                      "in [0, 1] (lower bound 1 - epsilon_low in [0, 1])", static=True)
+    hi = check_number(fn, "epsilon_high", epsilon_high, lambda v: v >= 0.0,
+                      ">= 0 (upper bound 1 + epsilon_high >= 1)", static=True)
     x, adv, keep, ct, _ = _prepare(fn, log_ratio, advantages, mask)
     log_probs = as_float(fn, "log_probs", log_probs)
-    if log_probs.shape != x.shape:
-        raise ValueError(f"{fn}: `log_probs` must have the shape of `log_ratio` {_shape(x.shape)}; "
-                         f"got {_shape(log_probs.shape)}")
+    check_same_shape(fn, "log_probs", log_probs, "log_ratio", x)
     rt = jnp.result_type(log_ratio, log_probs, advantages)
     ct = jnp.promote_types(ct, rt)
     lp = jnp.where(keep, log_probs.astype(ct), 0)
-    rho = jnp.exp(jnp.clip(x, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+    rho = jnp.exp(clamp(x, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
     weight = jax.lax.stop_gradient(jnp.clip(rho, 1.0 - lo, 1.0 + hi))
     clipped = keep & ((rho < 1.0 - lo) | (rho > 1.0 + hi))
     return jnp.where(keep, -weight * adv * lp, 0).astype(rt), {"clipped": clipped}

@@ -9,23 +9,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..reductions import aggregate, as_float, as_mask, check_rank, stat_dtype, token_mean
+from ..reductions import aggregate, as_float, as_mask, check_number, check_rank, check_same_shape, stat_dtype, token_mean
 
 # %% auto #0
 __all__ = ['clipped_value_loss_terms', 'clipped_value_loss']
 
 # %% ../../nbs/03e_value_loss.ipynb #a1b1da6e
 def _check_clip(fn: str, clip) -> None:
-    if clip is None:
-        return
-    try:
-        c = float(clip)
-    except jax.errors.ConcretizationTypeError:  # a traced clip: its value is not known at trace time
-        return
-    except (TypeError, ValueError):
-        raise ValueError(f"{fn}: `clip` must be a non-negative number or None; got {clip!r}") from None
-    if not c >= 0:  # also rejects NaN
-        raise ValueError(f"{fn}: `clip` must be a non-negative number or None; got {clip!r}")
+    if clip is not None:  # NaN fails the comparison and is rejected
+        check_number(fn, "clip", clip, lambda c: c >= 0, "a non-negative number or None")
 
 
 def _value_errors(fn: str, predicted, returns, old_values, clip):
@@ -34,8 +26,7 @@ def _value_errors(fn: str, predicted, returns, old_values, clip):
     r = as_float(fn, "returns", returns)
     old = as_float(fn, "old_values", old_values)
     for name, a in (("returns", r), ("old_values", old)):
-        if a.shape != v.shape:
-            raise ValueError(f"{fn}: `{name}` must have the shape of `predicted` {list(v.shape)}; got {list(a.shape)}")
+        check_same_shape(fn, name, a, "predicted", v)
     _check_clip(fn, clip)
     out = jnp.result_type(v, r, old)
     ct = stat_dtype(out)
@@ -78,8 +69,7 @@ def clipped_value_loss(
     r = as_float(fn, "returns", returns)
     old = as_float(fn, "old_values", old_values)
     for name, a in (("returns", r), ("old_values", old)):
-        if a.shape != v.shape:
-            raise ValueError(f"{fn}: `{name}` must have the shape of `predicted` {list(v.shape)}; got {list(a.shape)}")
+        check_same_shape(fn, name, a, "predicted", v)
     v, r, old = (jnp.where(keep, a, jnp.zeros((), a.dtype)) for a in (v, r, old))
     err, err_clipped, out = _value_errors(fn, v, r, old, clip)
     terms = (0.5 * jnp.where(err_clipped > err, err_clipped, err)).astype(out)
