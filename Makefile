@@ -11,7 +11,7 @@ NODE_STAMP := node_modules/.dew_rl-installed
 SITE := docs/_build/html
 SPHINX_FAST := -D nb_execution_mode=off
 
-.PHONY: env test docs site check-sync export nb readme clean bench
+.PHONY: env browser test docs site check-sync export nb readme clean bench
 
 $(STAMP): settings.ini setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,13 @@ $(NODE_STAMP): package.json package-lock.json
 
 env: $(STAMP) $(NODE_STAMP)
 
+# The site's browser check needs Chromium; Debian's package is installed with apt when it is missing.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	  echo "installing chromium with apt (needed by tests/test_site_browser.py)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
 # The checks that a fresh clone fails on first: generated code and twins in step with the notebooks.
 check-sync: env
 	$(PY) tools/check_sync.py
@@ -34,7 +41,7 @@ check-sync: env
 site: env
 	flock /tmp/dew_rl_site.lock $(BIN)/sphinx-build -W --keep-going -q -b html $(SPHINX_FAST) docs $(SITE)
 
-test: env check-sync site
+test: env browser check-sync site
 	DEW_RL_SITE=$(SITE) $(BIN)/pytest nbs tests
 	@if [ "$$CI" = "true" ]; then \
 	  if [ -n "$$(git status --porcelain)" ]; then echo "stray or modified files after the test run:"; git status --porcelain; exit 1; fi; \
