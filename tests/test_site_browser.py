@@ -2,7 +2,8 @@
 
 Asserts that display equations are typeset by MathJax (MathJax elements present, no raw TeX left
 in the rendered prose), that at least one figure image loads, and that a citation links to the
-References page. A second test removes MathJax from a copy of the site and checks that the same
+References page. Every other page is probed too: each math element typeset, no raw TeX, every
+image loaded. A second test removes MathJax from a copy of the site and checks that the same
 probe then fails, so the check cannot pass vacuously.
 
 The site is the one `make test` builds (DEW_RL_SITE); without it the test builds one itself.
@@ -32,6 +33,8 @@ function report(doc) {
     mathjax_loaded: !!(doc.defaultView.MathJax && doc.defaultView.MathJax.version),
     mjx: doc.querySelectorAll('mjx-container').length,
     mjx_display: doc.querySelectorAll('mjx-container[display="true"]').length,
+    math: doc.querySelectorAll('.math').length,
+    untypeset: Array.from(doc.querySelectorAll('.math')).filter(e => !e.querySelector('mjx-container')).length,
     raw_tex: ['$$', '\\\\frac', '\\\\begin{', '\\\\sum', '\\\\mathbf'].filter(s => text.includes(s)),
     images: imgs.length,
     images_loaded: imgs.filter(i => i.complete && i.naturalWidth > 0).length,
@@ -72,9 +75,9 @@ def _site(tmp_path_factory) -> Path:
     return out
 
 
-def probe(site: Path, tmp: Path) -> dict:
+def probe(site: Path, tmp: Path, page: str = PAGE) -> dict:
     wrapper = tmp / "probe.html"
-    wrapper.write_text(PROBE % {"url": (site / PAGE).as_uri()}, encoding="utf-8")
+    wrapper.write_text(PROBE % {"url": (site / page).as_uri()}, encoding="utf-8")
     profile = tmp / "profile"
     cmd = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
            "--disable-component-update", "--disable-sync", "--no-first-run", "--allow-file-access-from-files",
@@ -100,8 +103,20 @@ def test_reductions_page_renders(site, tmp_path):
     assert r["citations_to_references"] >= 1, f"no citation links to the References page: {r}"
 
 
+CHAPTERS = sorted(p.stem for p in (ROOT / "nbs").glob("*.ipynb")) + ["references"]
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS)
+def test_every_page_typesets_and_loads_its_figures(site, tmp_path, chapter):
+    r = probe(site, tmp_path, f"{chapter}.html")
+    assert r["math"] == 0 or r["mathjax_loaded"], r
+    assert r["untypeset"] == 0, f"{chapter}: math elements left untypeset: {r}"
+    assert r["raw_tex"] == [], f"{chapter}: raw TeX left in the rendered text: {r}"
+    assert r["images_loaded"] == r["images"], f"{chapter}: a figure did not load: {r}"
+
+
 def test_probe_fails_without_mathjax(site, tmp_path):
     broken = tmp_path / "site"
     shutil.copytree(site, broken, ignore=shutil.ignore_patterns("mathjax"))
     r = probe(broken, tmp_path)
-    assert not r["mathjax_loaded"] and r["mjx"] == 0 and r["raw_tex"], r
+    assert not r["mathjax_loaded"] and r["mjx"] == 0 and r["raw_tex"] and r["untypeset"] == r["math"] > 0, r
