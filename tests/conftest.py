@@ -9,3 +9,21 @@ _flag = "--xla_force_host_platform_device_count=4"
 if _flag not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + _flag).strip()
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402  (after the flag above)
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def ref(request):
+    """The frozen outputs of a reference framework, from the .npz named by the test module's FIXTURE."""
+    with np.load(request.module.FIXTURE) as f:
+        return {k: f[k] for k in f.files}
+
+
+@pytest.fixture
+def x64():
+    """Run the test with float64 enabled in JAX (the oracles computed in float64)."""
+    with jax.enable_x64(True):
+        yield

@@ -33,7 +33,6 @@ deliberately differ (each difference is asserted exactly, not skipped):
 """
 from pathlib import Path
 
-import jax
 import numpy as np
 import pytest
 
@@ -48,16 +47,7 @@ TOL32 = dict(rtol=0, atol=1e-6)  # OpenRLHF's float32 rewards, returns and momen
 F32 = 2.0 ** -22  # two float32 roundings, relative
 
 
-@pytest.fixture(scope="module")
-def ref():
-    with np.load(FIXTURE) as f:
-        return {k: f[k] for k in f.files}
-
-
-@pytest.fixture(autouse=True)
-def float64():
-    with jax.enable_x64(True):
-        yield
+pytestmark = pytest.mark.usefixtures("x64")  # float64 on both sides
 
 
 def a(x):

@@ -5,7 +5,6 @@ shard, the single-device value on the concatenated batch, including when one sha
 token; and the gradient each shard computes for its own rows must be its slice of the single-device
 gradient. The expectations are independent float64 NumPy formulas, not the production functions.
 """
-from functools import partial
 
 import jax
 import jax.numpy as jnp

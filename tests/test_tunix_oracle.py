@@ -46,12 +46,6 @@ MODES = {"token-mean": ("token-mean", False), "sequence-mean-token-mean": ("seq-
          "sequence-mean-token-sum-norm": ("seq-mean-token-sum", True)}  # 0.1.7: Σ S_i / NE, no constant
 
 
-@pytest.fixture(scope="module")
-def ref():
-    with np.load(FIXTURE) as f:
-        return {k: f[k] for k in f.files}
-
-
 @pytest.mark.parametrize("gamma,lam", [(1.0, 0.95), (0.9, 0.8)])
 def test_gae_every_position_float32(ref, gamma, lam):
     adv, ret = rl.gae(ref["gae/token_rewards"], ref["gae/values"], ref["mask"], gamma, lam)

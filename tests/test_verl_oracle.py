@@ -13,8 +13,6 @@ raises or differs, and the chapters tabulate that separately.
 """
 from pathlib import Path
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -25,16 +23,7 @@ G = 4
 TOL = dict(rtol=1e-7, atol=1e-9)  # float64 on both sides; verl's +1e-8 denominators move values by ~1e-9
 
 
-@pytest.fixture(scope="module")
-def ref():
-    with np.load(FIXTURE) as f:
-        return {k: f[k] for k in f.files}
-
-
-@pytest.fixture(autouse=True)
-def float64():
-    with jax.enable_x64(True):
-        yield
+pytestmark = pytest.mark.usefixtures("x64")  # float64 on both sides
 
 
 @pytest.mark.parametrize("gamma,lam", [(1.0, 0.95), (0.9, 0.8)])

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax.experimental import checkify
 
 from ..reductions import as_float, as_mask, check_number, stat_dtype

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from ..reductions import as_float, as_mask, check_number, check_rank, stat_dtype
 from .group import as_groups, centre_in_groups

@@ -6,8 +6,6 @@
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 
 from .group import as_groups
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from ..reductions import as_float, check_same_shape, stat_dtype
 from .ratios import LOG_RATIO_CLAMP, clamp
