@@ -28,17 +28,14 @@ from jax.experimental import checkify
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from dew_rl.advantages.normalize import global_masked_normalize
+from references import population_normalize
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def ref_normalize(x: np.ndarray, m: np.ndarray, var_floor: float = 1e-8) -> np.ndarray:
     """float64: m * (x - mu) / sqrt(max(population var, floor)) over every valid position."""
-    k = m != 0
-    v = x[k].astype(np.float64)
-    mu = v.mean()
-    var = ((v - mu) ** 2).mean()
-    return np.where(k, (np.where(k, x, 0.0) - mu) / np.sqrt(max(var, var_floor)), 0.0)
+    return population_normalize(x, m, var_floor)[0]
 
 
 def _batch(seed: int, B: int = 8, T: int = 7, empty_rows=(2, 3)):
