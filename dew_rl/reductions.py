@@ -5,190 +5,181 @@
 # %% ../nbs/01_reductions.ipynb #ed91731b
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
-import numpy as np
+
+from ._checks import as_float, as_ids, as_mask, check_axes, check_choice, check_number, check_rank, stat_dtype
+from ._ops import sum_over
 
 # %% auto #0
-__all__ = ['AGGREGATION_MODES', 'as_float', 'as_mask', 'check_rank', 'check_same_shape', 'check_number', 'stat_dtype',
-           'masked_mean', 'masked_whiten', 'token_mean', 'response_mean', 'aggregate', 'segment_mean']
+__all__ = ['STATS_EPS', 'AGGREGATION_MODES', 'masked_mean', 'masked_whiten', 'global_masked_whiten', 'LossCounts', 'token_mean',
+           'response_mean', 'aggregate', 'loss_counts', 'segment_mean']
 
 # %% ../nbs/01_reductions.ipynb #0b8958fc
-def _shape(s) -> str:
-    return "[" + ", ".join(str(d) for d in s) + "]"
+STATS_EPS = 1e-8  # added to the count of masked_mean and to the count and variance of masked_whiten (verl, Tunix)
 
 
-def as_float(
-    fn: str,  # public function name, for the error message
-    name: str,  # argument name, for the error message
-    x,  # array-like
-    allow_int: bool = False,  # upcast integer and boolean input to float32 instead of raising
-) -> jax.Array:
-    "`x` as a JAX array of a floating dtype, or `ValueError` naming `fn` and `name`."
-    x = jnp.asarray(x)
-    if jnp.issubdtype(x.dtype, jnp.floating):
-        return x
-    if allow_int and (jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == jnp.bool_):
-        return x.astype(jnp.float32)
-    raise ValueError(f"{fn}: `{name}` must be a floating array (float32, bfloat16 or float64); got dtype {x.dtype}")
+def masked_mean(x, mask, axis=None) -> jax.Array:
+    """Mean of `x` over the kept positions: sum / (count + 1e-8); all-masked gives 0.
 
+    Parameters
+    ----------
+    x
+        values, any shape
+    mask
+        0/1, the shape of `x`
+    axis
+        None for one mean over everything, or the axes to reduce
 
-def as_mask(
-    fn: str,  # public function name
-    mask,  # 0/1 array-like: bool, integer or floating
-    shape: tuple,  # the shape it must have
-    name: str = "mask",  # argument name
-    like: str = "x",  # name of the argument whose shape it must match
-) -> jax.Array:
-    "Boolean keep-array from a 0/1 `mask` of exactly `shape`, or `ValueError`."
-    mask = jnp.asarray(mask)
-    if not (mask.dtype == jnp.bool_ or jnp.issubdtype(mask.dtype, jnp.integer)
-            or jnp.issubdtype(mask.dtype, jnp.floating)):
-        raise ValueError(f"{fn}: `{name}` must be bool, integer or floating 0/1; got dtype {mask.dtype}")
-    if tuple(mask.shape) != tuple(shape):
-        raise ValueError(f"{fn}: `{name}` must have the shape of `{like}` {_shape(shape)}; got {_shape(mask.shape)}")
-    return mask != 0
-
-
-def check_rank(
-    fn: str,  # public function name
-    name: str,  # argument name
-    x: jax.Array,  # the array
-    rank: int,  # required number of dimensions
-    layout: str = "[B, T]",  # how the shape is described in the message
-) -> None:
-    "`ValueError` unless `x` has `rank` dimensions."
-    if x.ndim != rank:
-        raise ValueError(f"{fn}: `{name}` must be {layout} (rank {rank}); got shape {_shape(x.shape)}")
-
-
-def check_same_shape(
-    fn: str,  # public function name
-    name: str,  # argument that must match
-    x: jax.Array,  # its array
-    like: str,  # argument it must match
-    y: jax.Array,  # that argument's array
-) -> None:
-    "`ValueError` unless `x` has exactly the shape of `y` (no broadcasting)."
-    if tuple(x.shape) != tuple(y.shape):
-        raise ValueError(f"{fn}: `{name}` must have the shape of `{like}` {_shape(y.shape)}; got {_shape(x.shape)}")
-
-
-def check_number(
-    fn: str,  # public function name
-    name: str,  # argument name
-    value,  # a hyper-parameter: Python or NumPy number, 0-d array, or a traced scalar
-    ok,  # predicate on the float value, e.g. `lambda v: v > 0`
-    expect: str,  # what `ok` means, for the message: "a positive number"
-    static: bool = False,  # True: the value must be a Python or NumPy number (a constant under jit)
-) -> float | None:  # the value as a float, or None when it is traced and so unknown at trace time
-    "Check a scalar hyper-parameter whenever its value is known at trace time; `ValueError` if it fails."
-    if isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{fn}: `{name}` must be {expect}; got {value!r}")
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        v = float(value)
-    elif static:
-        raise ValueError(f"{fn}: `{name}` must be a Python or NumPy real number (static under jit); "
-                         f"got {type(value).__name__}")
-    else:
-        try:
-            v = float(value)  # a concrete 0-d array
-        except jax.errors.ConcretizationTypeError:
-            return None  # traced: checked by nobody, as a traced value cannot be read without a host sync
-        except (TypeError, ValueError):
-            raise ValueError(f"{fn}: `{name}` must be {expect}; got {value!r}") from None
-    if not ok(v):
-        raise ValueError(f"{fn}: `{name}` must be {expect}; got {value!r}")
-    return v
-
-
-def stat_dtype(dtype) -> jnp.dtype:
-    "The dtype statistics run in: at least float32, float64 when the input is float64."
-    return jnp.promote_types(dtype, jnp.float32)
-
-# %% ../nbs/01_reductions.ipynb #a5bd213c
-def _check_axis(fn: str, axis, ndim: int):
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    for a in axes:
-        if not isinstance(a, (int, np.integer)) or not -ndim <= a < ndim:
-            raise ValueError(f"{fn}: `axis` must be None or integers in [-{ndim}, {ndim}); got {axis!r}")
-    return axes
-
-
-def masked_mean(
-    x,  # values, any shape
-    mask,  # 0/1, the shape of `x`
-    axis=None,  # None for one mean over everything, or the axes to reduce
-) -> jax.Array:  # the mean, in the caller's floating dtype; 0 where nothing is kept
-    "Mean of `x` over the kept positions: sum / (count + 1e-8); all-masked gives 0."
+    Returns
+    -------
+    jax.Array
+        the mean, in the caller's floating dtype; 0 where nothing is kept
+    """
     fn = "masked_mean"
     x = as_float(fn, "x", x, allow_int=True)
     keep = as_mask(fn, mask, x.shape)
     if axis is not None:
-        axis = _check_axis(fn, axis, x.ndim)
+        axis = check_axes(fn, axis, x.ndim)
     ct = stat_dtype(x.dtype)
     total = jnp.where(keep, x.astype(ct), 0).sum(axis=axis)
     count = keep.sum(axis=axis, dtype=ct)
-    return (total / (count + 1e-8)).astype(x.dtype)
+    return (total / (count + STATS_EPS)).astype(x.dtype)
 
 # %% ../nbs/01_reductions.ipynb #d3f50a81
-def masked_whiten(
-    x,  # values, any shape (typically [B, T] advantages)
-    mask,  # 0/1, the shape of `x`; the statistics use every kept position of the whole array
-) -> jax.Array:  # (x - mean) * rsqrt(var + 1e-8), in the caller's floating dtype
-    "`x` centred and scaled by its masked mean and unbiased (Bessel) masked variance."
-    fn = "masked_whiten"
+def _whiten(fn: str, x, mask, axis_name) -> jax.Array:
+    "Masked Bessel whitening with the statistics of every kept position (of every shard along `axis_name`)."
     x = as_float(fn, "x", x, allow_int=True)
     keep = as_mask(fn, mask, x.shape)
     ct = stat_dtype(x.dtype)
     xc = x.astype(ct)
     xs = jnp.where(keep, xc, 0)
-    n = keep.sum(dtype=ct)
-    mean = xs.sum() / (n + 1e-8)
+    total, n = sum_over(axis_name, xs.sum(), keep.sum(dtype=jnp.int32))
+    n = n.astype(ct)
+    mean = total / (n + STATS_EPS)
     centred = jnp.where(keep, xs - mean, 0)
-    var = (centred**2).sum() / (n + 1e-8) * (n / jnp.maximum(n - 1, 1))
-    rstd = jax.lax.rsqrt(var + 1e-8)
+    (sq,) = sum_over(axis_name, (centred**2).sum())
+    var = sq / (n + STATS_EPS) * (n / jnp.maximum(n - 1, 1))
+    rstd = jax.lax.rsqrt(var + STATS_EPS)
     outside = (xc - jax.lax.stop_gradient(mean)) * jax.lax.stop_gradient(rstd)
     return jnp.where(keep, centred * rstd, outside).astype(x.dtype)
 
+
+def masked_whiten(x, mask) -> jax.Array:
+    """`(x - mean) * rsqrt(var + 1e-8)` with the masked mean and the unbiased (Bessel) masked variance.
+
+    Parameters
+    ----------
+    x
+        any shape (typically [B, T] advantages), floating (integers are upcast): the values
+    mask
+        0/1 (bool, int or float), the shape of `x`; the statistics use every kept position of the array
+
+    Returns
+    -------
+    jax.Array
+        the shape and floating dtype of `x`; positions outside the mask keep their whitened value
+    """
+    return _whiten("masked_whiten", x, mask, None)
+
 # %% ../nbs/01_reductions.ipynb #bed0f5b7
-def _sum_over(axis_name, *values):
-    if axis_name is None:
-        return values
-    return tuple(jax.lax.psum(v, axis_name) for v in values)
+def global_masked_whiten(x, mask, axis_name=None) -> jax.Array:
+    """`masked_whiten` over every kept position of every shard: `(x - mean) * rsqrt(var + 1e-8)`, Bessel variance.
+
+    Parameters
+    ----------
+    x
+        any shape (typically [B, T] advantages, e.g. from `gae_raw`), floating: the values of this shard
+    mask
+        0/1, the shape of `x`
+    axis_name
+        the mapped (data-parallel) axis whose shards together form the population; None: this array alone
+
+    Returns
+    -------
+    jax.Array
+        the shape and floating dtype of `x`; positions outside the mask keep their whitened value
+    """
+    return _whiten("global_masked_whiten", x, mask, axis_name)
+
+# %% ../nbs/01_reductions.ipynb #874d4e94
+class LossCounts(NamedTuple):
+    "The denominators of a whole mini-batch, for reducing its micro-batches (see `loss_counts`)."
+    rows: jax.Array  # int32 scalar: responses B (summed over the data-parallel axis)
+    tokens: jax.Array  # int32 scalar: kept positions (summed over the data-parallel axis)
 
 
-def token_mean(
-    x,  # per-token values, any shape (typically [B, T])
-    mask,  # 0/1, the shape of `x`
-    axis_name=None,  # mapped axis to sum numerator and count over (data-parallel global mean)
-) -> jax.Array:  # scalar in the caller's floating dtype; NaN when no position is kept anywhere
-    "Sum of `x` over the kept positions divided by their exact count (no epsilon)."
+def _check_counts(fn: str, counts) -> LossCounts | None:
+    if counts is not None and not isinstance(counts, LossCounts):
+        raise ValueError(f"{fn}: `counts` must be None or the LossCounts that `loss_counts` returns; "
+                         f"got {type(counts).__name__}")
+    return counts
+
+
+def token_mean(x, mask, axis_name=None, counts=None) -> jax.Array:
+    """Sum of `x` over the kept positions divided by their exact count (no epsilon).
+
+    Parameters
+    ----------
+    x
+        per-token values, any shape (typically [B, T])
+    mask
+        0/1, the shape of `x`
+    axis_name
+        mapped axis to sum numerator and count over (data-parallel global mean)
+    counts
+        None, or `loss_counts` of the whole mini-batch: divide by its token count instead of this batch's
+
+    Returns
+    -------
+    jax.Array
+        scalar in the caller's floating dtype; NaN when no position is kept anywhere
+    """
     fn = "token_mean"
     x = as_float(fn, "x", x, allow_int=True)
     keep = as_mask(fn, mask, x.shape)
+    counts = _check_counts(fn, counts)
     ct = stat_dtype(x.dtype)
     total = jnp.where(keep, x.astype(ct), 0).sum()
-    count = keep.sum(dtype=jnp.int32)
-    total, count = _sum_over(axis_name, total, count)
+    total, count = sum_over(axis_name, total, keep.sum(dtype=jnp.int32))
+    if counts is not None:
+        count = counts.tokens
     return (total / count.astype(ct)).astype(x.dtype)
 
 # %% ../nbs/01_reductions.ipynb #e5fd90fb
-def response_mean(
-    x,  # per-token values [B, T]
-    mask,  # 0/1 [B, T]
-    axis_name=None,  # mapped axis: rows of every shard count in the mean
-) -> jax.Array:  # scalar in the caller's floating dtype
-    "Mean over rows of (row sum over kept positions / max(row count, 1)); empty rows count as 0."
+def response_mean(x, mask, axis_name=None, counts=None) -> jax.Array:
+    """Mean over rows of (row sum over kept positions / max(row count, 1)); empty rows count as 0.
+
+    Parameters
+    ----------
+    x
+        per-token values [B, T]
+    mask
+        0/1 [B, T]
+    axis_name
+        mapped axis: rows of every shard count in the mean
+    counts
+        None, or `loss_counts` of the whole mini-batch: divide by its number of rows instead of this batch's
+
+    Returns
+    -------
+    jax.Array
+        scalar in the caller's floating dtype
+    """
     fn = "response_mean"
     x = as_float(fn, "x", x, allow_int=True)
     check_rank(fn, "x", x, 2)
     keep = as_mask(fn, mask, x.shape)
+    counts = _check_counts(fn, counts)
     ct = stat_dtype(x.dtype)
     row_sum = jnp.where(keep, x.astype(ct), 0).sum(axis=-1)
     row_n = keep.sum(axis=-1, dtype=jnp.int32)
     total = (row_sum / jnp.maximum(row_n, 1).astype(ct)).sum()
-    total, rows = _sum_over(axis_name, total, jnp.asarray(x.shape[0], jnp.int32))
+    total, rows = sum_over(axis_name, total, jnp.asarray(x.shape[0], jnp.int32))
+    if counts is not None:
+        rows = counts.rows
     return (total / rows.astype(ct)).astype(x.dtype)
 
 # %% ../nbs/01_reductions.ipynb #17990829
@@ -196,55 +187,103 @@ AGGREGATION_MODES = ("token-mean", "token-sum", "seq-mean-token-mean", "seq-mean
                      "seq-mean-token-sum-norm")
 
 
-def aggregate(
-    x,  # per-token values [B, T]
-    mask,  # 0/1 [B, T]
-    mode: str,  # one of AGGREGATION_MODES
-    axis_name=None,  # mapped axis for the data-parallel global value
-    norm=None,  # the constant C of seq-mean-token-sum-norm (default T); only for that mode
-) -> jax.Array:  # scalar in the caller's floating dtype
-    "Reduce per-token `x` to a scalar loss with one of the five aggregation modes."
+def aggregate(x, mask, mode: str, axis_name=None, norm=None, counts=None) -> jax.Array:
+    """Reduce per-token `x` to a scalar loss with one of the five aggregation modes.
+
+    Parameters
+    ----------
+    x
+        per-token values [B, T]
+    mask
+        0/1 [B, T]
+    mode
+        one of AGGREGATION_MODES
+    axis_name
+        mapped axis for the data-parallel global value
+    norm
+        the constant C of seq-mean-token-sum-norm (default T); only for that mode
+    counts
+        None, or `loss_counts` of the whole mini-batch: the token modes divide by its tokens, the
+        sequence modes by its rows (token-sum needs no denominator)
+
+    Returns
+    -------
+    jax.Array
+        scalar in the caller's floating dtype
+    """
     fn = "aggregate"
-    if mode not in AGGREGATION_MODES:
-        raise ValueError(f"{fn}: `mode` must be one of {', '.join(AGGREGATION_MODES)}; got {mode!r}")
+    check_choice(fn, "mode", mode, AGGREGATION_MODES)
     if norm is not None and mode != "seq-mean-token-sum-norm":
         raise ValueError(f"{fn}: `norm` is used only by mode 'seq-mean-token-sum-norm'; got norm={norm!r} with mode {mode!r}")
-    if isinstance(norm, (int, float)) and not norm > 0:
-        raise ValueError(f"{fn}: `norm` must be positive; got {norm!r}")
+    if norm is not None:
+        check_number(fn, "norm", norm, lambda v: v > 0, "a positive number")
     x = as_float(fn, "x", x, allow_int=True)
     check_rank(fn, "x", x, 2)
     keep = as_mask(fn, mask, x.shape)
+    counts = _check_counts(fn, counts)
     if mode == "token-mean":
-        return token_mean(x, keep, axis_name)
+        return token_mean(x, keep, axis_name, counts=counts)
     if mode == "seq-mean-token-mean":
-        return response_mean(x, keep, axis_name)
+        return response_mean(x, keep, axis_name, counts=counts)
     ct = stat_dtype(x.dtype)
     total = jnp.where(keep, x.astype(ct), 0).sum()
     if mode == "token-sum":
-        (total,) = _sum_over(axis_name, total)
+        (total,) = sum_over(axis_name, total)
         return total.astype(x.dtype)
-    total, rows = _sum_over(axis_name, total, jnp.asarray(x.shape[0], jnp.int32))
+    total, rows = sum_over(axis_name, total, jnp.asarray(x.shape[0], jnp.int32))
+    if counts is not None:
+        rows = counts.rows
     value = total / rows.astype(ct)
     if mode == "seq-mean-token-sum-norm":
         value = value / jnp.asarray(x.shape[1] if norm is None else norm, ct)
     return value.astype(x.dtype)
 
+# %% ../nbs/01_reductions.ipynb #6927e7dc
+def loss_counts(mask, axis_name=None) -> LossCounts:
+    """The denominators of a whole mini-batch: `LossCounts(rows=B, tokens=kept positions)`, summed over `axis_name`.
+
+    Parameters
+    ----------
+    mask
+        [B, T] 0/1 (bool, int or float): the loss mask of the whole mini-batch on this shard
+    axis_name
+        the mapped (data-parallel) axis to sum both counts over; None: this array alone
+
+    Returns
+    -------
+    LossCounts
+        a pytree of two int32 scalars, `rows` (B, every row counts, empty or not) and `tokens`
+    """
+    fn = "loss_counts"
+    mask = jnp.asarray(mask)
+    check_rank(fn, "mask", mask, 2)
+    keep = as_mask(fn, mask, mask.shape)
+    rows, tokens = sum_over(axis_name, jnp.asarray(mask.shape[0], jnp.int32), keep.sum(dtype=jnp.int32))
+    return LossCounts(rows=rows, tokens=tokens)
+
 # %% ../nbs/01_reductions.ipynb #0e65b179
-def segment_mean(
-    x,  # per-token values [B, T]
-    mask,  # 0/1 [B, T]
-    segments,  # integer ids [B, T]; equal ids in one row form one sequence, ids are per row
-) -> jax.Array:  # [B, T]: each position gets the masked mean of its own segment (0 if none kept)
-    "Every position gets the masked mean of its own segment of its own row."
+def segment_mean(x, mask, segments) -> jax.Array:
+    """Every position gets the masked mean of its own segment of its own row.
+
+    Parameters
+    ----------
+    x
+        per-token values [B, T]
+    mask
+        0/1 [B, T]
+    segments
+        integer ids [B, T]; equal ids in one row form one sequence, ids are per row
+
+    Returns
+    -------
+    jax.Array
+        [B, T]: each position gets the masked mean of its own segment (0 if none kept)
+    """
     fn = "segment_mean"
     x = as_float(fn, "x", x, allow_int=True)
     check_rank(fn, "x", x, 2)
     keep = as_mask(fn, mask, x.shape)
-    segments = jnp.asarray(segments)
-    if not jnp.issubdtype(segments.dtype, jnp.integer):
-        raise ValueError(f"{fn}: `segments` must be an integer array of ids; got dtype {segments.dtype}")
-    if segments.shape != x.shape:
-        raise ValueError(f"{fn}: `segments` must have the shape of `x` {_shape(x.shape)}; got {_shape(segments.shape)}")
+    segments = as_ids(fn, "segments", segments, x.shape)
     B, T = x.shape
     ct = stat_dtype(x.dtype)
     order = jnp.argsort(segments, axis=-1, stable=True)

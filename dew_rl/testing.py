@@ -13,16 +13,30 @@ import numpy as np
 __all__ = ['random_mask', 'poison', 'check_against_reference']
 
 # %% ../nbs/00_testing.ipynb #e5994e1a
-def random_mask(
-    seed: int,  # seed of the NumPy generator
-    B: int,  # rows (responses)
-    T: int,  # padded width
-    *,
-    empty_rows: int = 1,  # fully masked rows placed first
-    single_token_row: bool = True,  # one row with exactly one valid position
-    hole_rate: float = 0.15,  # probability that a position inside a response is masked out
-) -> np.ndarray:  # float64 [B, T] of 0.0 and 1.0
-    "A `[B, T]` mask with variable lengths, interior holes, empty rows and a one-token row."
+def random_mask(seed: int, B: int, T: int, *, empty_rows: int = 1, single_token_row: bool = True,
+                hole_rate: float = 0.15) -> np.ndarray:
+    """A `[B, T]` mask with variable lengths, interior holes, empty rows and a one-token row.
+
+    Parameters
+    ----------
+    seed
+        seed of the NumPy generator
+    B
+        rows (responses)
+    T
+        padded width
+    empty_rows
+        fully masked rows placed first
+    single_token_row
+        one row with exactly one valid position
+    hole_rate
+        probability that a position inside a response is masked out
+
+    Returns
+    -------
+    np.ndarray
+        float64 [B, T] of 0.0 and 1.0
+    """
     rng = np.random.default_rng(seed)
     mask = np.zeros((B, T))
     for i in range(B):
@@ -41,11 +55,21 @@ def random_mask(
     return mask
 
 # %% ../nbs/00_testing.ipynb #64149d60
-def poison(
-    x: np.ndarray,  # values, any shape
-    mask: np.ndarray,  # 0/1 mask of the same shape
-) -> np.ndarray:  # copy of `x` with NaN, +inf, -inf cycling through the masked positions
-    "Copy of `x` with non-finite sentinels stored wherever `mask` is zero."
+def poison(x: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Copy of `x` with non-finite sentinels stored wherever `mask` is zero.
+
+    Parameters
+    ----------
+    x
+        values, any shape
+    mask
+        0/1 mask of the same shape
+
+    Returns
+    -------
+    np.ndarray
+        copy of `x` with NaN, +inf, -inf cycling through the masked positions
+    """
     out = np.array(x, dtype=np.float64, copy=True)
     idx = np.flatnonzero(np.asarray(mask).reshape(-1) == 0)
     sentinels = np.array([np.nan, np.inf, -np.inf])
@@ -63,17 +87,29 @@ def _cast(a, dtype):
     return jnp.asarray(a)
 
 
-def check_against_reference(
-    fn,  # production function, called as fn(*args, **static)
-    reference,  # float64 NumPy reference, called as reference(*args_as_float64, **static)
-    *args,  # arrays; floating ones are cast to each dtype in turn
-    static: dict | None = None,  # keyword arguments passed to both (static under jit)
-    dtypes=("float32", "bfloat16"),  # input dtypes to try
-    tol: dict | None = None,  # {dtype: (rtol, atol)}; defaults per dtype above
-    skip_nan_in_reference: bool = False,  # ignore leaves' positions where the reference is NaN
-    check_dtype: bool = False,  # require every floating output leaf to have the input dtype
-):
-    "Assert `fn` matches the float64 `reference` eagerly and jitted, for every dtype in `dtypes`."
+def check_against_reference(fn, reference, *args, static: dict | None = None, dtypes=("float32", "bfloat16"),
+                            tol: dict | None = None, skip_nan_in_reference: bool = False, check_dtype: bool = False):
+    """Assert `fn` matches the float64 `reference` eagerly and jitted, for every dtype in `dtypes`.
+
+    Parameters
+    ----------
+    fn
+        production function, called as fn(*args, **static)
+    reference
+        float64 NumPy reference, called as reference(*args_as_float64, **static)
+    args
+        arrays; floating ones are cast to each dtype in turn
+    static
+        keyword arguments passed to both (static under jit)
+    dtypes
+        input dtypes to try
+    tol
+        {dtype: (rtol, atol)}; defaults per dtype above
+    skip_nan_in_reference
+        ignore leaves' positions where the reference is NaN
+    check_dtype
+        require every floating output leaf to have the input dtype
+    """
     static = dict(static or {})
     tol = {**_TOLERANCES, **(tol or {})}
     jitted = jax.jit(lambda *a: fn(*a, **static))

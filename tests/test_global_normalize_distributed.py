@@ -86,8 +86,11 @@ def test_shard_map_eager_on_sharded_inputs(mesh4):
 
 
 def test_shard_map_local_statistics_would_differ(mesh4):
-    """The check can fail: normalising each shard with its own moments is rejected."""
-    x, m = _batch(0)
+    """The check can fail: normalising each shard with its own moments is rejected.
+
+    Without `axis_name` each shard is its own population, so no shard may be empty here (an empty one
+    is reported, as an empty batch is)."""
+    x, m = _batch(0, empty_rows=())
     local = jax.jit(jax.shard_map(lambda a, b: global_masked_normalize(a, b),      # no axis_name: shard moments
                                   mesh=mesh4, in_specs=(P("dp"), P("dp")), out_specs=P("dp")))
     got = np.asarray(local(x, m), np.float64)
@@ -106,9 +109,10 @@ def test_shard_map_checkify_reports_global_empty_only(mesh4):
     assert (np.asarray(out) == 0).all() and np.isfinite(np.asarray(out)).all()
     with pytest.raises(Exception, match="keeps no position"):
         err.throw()
-    # without checkify the same jitted call returns finite zeros and does not raise
-    plain = jax.jit(_sharded(mesh4))(x, np.zeros_like(m))
-    assert (np.asarray(plain) == 0).all()
+    # without checkify the same jitted call raises when its result is awaited; one empty shard does not
+    with pytest.raises(Exception, match="keeps no position"):
+        jax.jit(_sharded(mesh4))(x, np.zeros_like(m)).block_until_ready()
+    assert np.isfinite(np.asarray(jax.jit(_sharded(mesh4))(x, m))).all()
 
 
 def test_shard_map_gradient_matches_single_device(mesh4):

@@ -1,8 +1,10 @@
 """The import arrow of dew_rl points one way.
 
-    reductions  <-  advantages, surrogates  <-  objectives
+    _checks, _ops  <-  reductions  <-  advantages, surrogates  <-  objectives
 
 - Nothing outside `dew_rl/objectives` imports `dew_rl.objectives`, not even `dew_rl/__init__.py`.
+- The private internals (`_checks`: input checking; `_ops`: shared numerics) import nothing from
+  `dew_rl`, and every layer may import them.
 - The reductions layer imports nothing else from `dew_rl`.
 - Advantages and surrogates import only the reductions layer (and themselves).
 
@@ -47,11 +49,14 @@ def _layer(module: str) -> str:
 
 
 MODULES = sorted(p for p in PKG.rglob("*.py") if "__pycache__" not in p.parts)
+PRIVATE = {"_checks", "_ops"}  # shared internals (input checks, numerics) that every layer may import
 ALLOWED = {  # layer -> layers it may import from
-    "reductions": {"reductions"},
-    "advantages": {"advantages", "reductions"},
-    "surrogates": {"surrogates", "reductions"},
-    "objectives": {"objectives", "advantages", "surrogates", "reductions"},
+    "_checks": set(),
+    "_ops": set(),
+    "reductions": {"reductions"} | PRIVATE,
+    "advantages": {"advantages", "reductions"} | PRIVATE,
+    "surrogates": {"surrogates", "reductions"} | PRIVATE,
+    "objectives": {"objectives", "advantages", "surrogates", "reductions"} | PRIVATE,
 }
 
 
@@ -75,7 +80,8 @@ def test_layers_import_only_downwards(path):
         return
     bad = sorted(m for m in _imports(path)
                  if m != "dew_rl" and _layer(m) not in ALLOWED[layer] and _layer(m) != "_modidx")
-    bad += sorted(m for m in _imports(path) if m == "dew_rl")
+    if layer != "objectives":  # the top layer may use the public namespace (`import dew_rl as rl`); nothing below may
+        bad += sorted(m for m in _imports(path) if m == "dew_rl")
     assert not bad, f"{path.relative_to(PKG.parent)} ({layer}) imports {bad}; allowed: {sorted(ALLOWED[layer])}"
 
 

@@ -9,28 +9,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..reductions import as_float, as_mask, check_rank, check_same_shape, masked_whiten, stat_dtype
+from .._checks import as_float, as_mask, check_number, check_rank, check_same_shape, stat_dtype
+from ..reductions import masked_whiten
 
 # %% auto #0
 __all__ = ['gae_raw', 'gae']
 
 # %% ../../nbs/02a_gae.ipynb #6321edfc
-def _unit_scalar(
-    fn: str,  # public function name, for the error message
-    name: str,  # argument name
-    x,  # Python number, NumPy scalar or 0-d array (possibly traced)
-):
-    "`x` as a 0-d array; `ValueError` if it is not a real scalar or is statically known to be outside [0, 1]."
-    static = isinstance(x, (int, float, np.number, np.ndarray))
-    a = np.asarray(x) if static else jnp.asarray(x)
-    if a.ndim != 0 or not (jnp.issubdtype(a.dtype, jnp.floating) or jnp.issubdtype(a.dtype, jnp.integer)):
-        raise ValueError(f"{fn}: `{name}` must be a real scalar (a Python number or a 0-d array); "
-                         f"got shape {list(a.shape)} and dtype {a.dtype}")
-    if static and not 0.0 <= float(a) <= 1.0:
-        raise ValueError(f"{fn}: `{name}` must be in [0, 1]; got {x!r}")
-    return a
-
-
 def _gae_step(carry, xs):
     "One position of every row, right to left; a masked step passes (V_next, Â_next) through."
     g, gl, v_next, a_next = carry
@@ -47,7 +32,8 @@ def _gae_scan(fn, token_rewards, values, mask, gamma, lam):
     check_rank(fn, "values", v, 2)
     check_same_shape(fn, "values", v, "token_rewards", r)
     keep = as_mask(fn, mask, r.shape, like="token_rewards")
-    gamma, lam = _unit_scalar(fn, "gamma", gamma), _unit_scalar(fn, "lam", lam)
+    for name, value in (("gamma", gamma), ("lam", lam)):
+        check_number(fn, name, value, lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
     out = jnp.result_type(r.dtype, v.dtype)
     ct = stat_dtype(out)
     # targets carry no gradient; masked positions are replaced before any arithmetic
@@ -55,31 +41,58 @@ def _gae_scan(fn, token_rewards, values, mask, gamma, lam):
     v_k = jnp.where(keep, jax.lax.stop_gradient(v).astype(ct), 0)
     g = jnp.asarray(gamma, ct)
     gl = g * jnp.asarray(lam, ct)
-    zeros = jnp.zeros(r.shape[:1], ct)
+    zeros = jnp.zeros_like(r_k[:, 0])  # shaped like the data: varies over a shard_map axis as the inputs do
     _, adv = jax.lax.scan(_gae_step, (g, gl, zeros, zeros), (r_k.T, v_k.T, keep.T), reverse=True)
     return adv.T, keep, v, ct, out
 
 
-def gae_raw(
-    token_rewards,  # r [B, T], floating; read only where `mask` keeps
-    values,  # V [B, T], floating critic values V(s_t); read only where `mask` keeps
-    mask,  # 0/1 [B, T]: the steps of the recursion; a masked step passes the carry through
-    gamma,  # discount γ in [0, 1]: a Python number or a 0-d array (may be traced)
-    lam,  # GAE λ in [0, 1]: a Python number or a 0-d array (may be traced)
-) -> jax.Array:  # unwhitened Â [B, T] in the caller's dtype; a masked position holds the next valid step's Â (0 after the last)
-    "Unwhitened GAE advantages, by a float32 (at least) reverse scan with the masked-step carry."
+def gae_raw(token_rewards, values, mask, gamma, lam) -> jax.Array:
+    """Unwhitened GAE advantages, by a float32 (at least) reverse scan with the masked-step carry.
+
+    Parameters
+    ----------
+    token_rewards
+        r [B, T], floating; read only where `mask` keeps
+    values
+        V [B, T], floating critic values V(s_t); read only where `mask` keeps
+    mask
+        0/1 [B, T]: the steps of the recursion; a masked step passes the carry through
+    gamma
+        discount γ in [0, 1]: a Python number or a 0-d array (may be traced)
+    lam
+        GAE λ in [0, 1]: a Python number or a 0-d array (may be traced)
+
+    Returns
+    -------
+    jax.Array
+        unwhitened Â [B, T] in the caller's dtype; a masked position holds the next valid step's Â (0 after
+        the last)
+    """
     adv, _, _, _, out = _gae_scan("gae_raw", token_rewards, values, mask, gamma, lam)
     return adv.astype(out)
 
 # %% ../../nbs/02a_gae.ipynb #ce726262
-def gae(
-    token_rewards,  # r [B, T], floating; read only where `mask` keeps
-    values,  # V [B, T], floating critic values V(s_t); read only where `mask` keeps
-    mask,  # 0/1 [B, T]: valid steps; masked steps pass the running advantage and next value through
-    gamma,  # discount γ in [0, 1]: a Python number or a 0-d array (may be traced)
-    lam,  # GAE λ in [0, 1]: a Python number or a 0-d array (may be traced)
-) -> tuple[jax.Array, jax.Array]:  # (advantages, returns), each [B, T] in the caller's floating dtype
-    "GAE advantages whitened over the batch's valid tokens, and the returns Â + V formed before whitening."
+def gae(token_rewards, values, mask, gamma, lam) -> tuple[jax.Array, jax.Array]:
+    """GAE advantages whitened over the batch's valid tokens, and the returns Â + V formed before whitening.
+
+    Parameters
+    ----------
+    token_rewards
+        r [B, T], floating; read only where `mask` keeps
+    values
+        V [B, T], floating critic values V(s_t); read only where `mask` keeps
+    mask
+        0/1 [B, T]: valid steps; masked steps pass the running advantage and next value through
+    gamma
+        discount γ in [0, 1]: a Python number or a 0-d array (may be traced)
+    lam
+        GAE λ in [0, 1]: a Python number or a 0-d array (may be traced)
+
+    Returns
+    -------
+    tuple[jax.Array, jax.Array]
+        (advantages, returns), each [B, T] in the caller's floating dtype
+    """
     adv, keep, v, ct, out = _gae_scan("gae", token_rewards, values, mask, gamma, lam)
     returns = adv + jax.lax.stop_gradient(v).astype(ct)
     return masked_whiten(adv, keep).astype(out), returns.astype(out)

@@ -9,52 +9,37 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..reductions import as_float, check_number, check_rank, stat_dtype
+from .._checks import as_groups, check_flag, check_number
+from .._ops import centre_in_groups
 
 # %% auto #0
-__all__ = ['GROUP_EPS', 'as_groups', 'centre_in_groups', 'group_advantage']
-
-# %% ../../nbs/02b_group_advantage.ipynb #ce3373f3
-def as_groups(
-    fn: str,  # public function name, for the error messages
-    rewards,  # [B] floating rewards; rows g*G .. g*G+G-1 share a prompt
-    group: int,  # G, completions per prompt: a static Python int
-    min_group: int = 1,  # the smallest G the caller's statistic is defined for
-    why: str = "",  # why `min_group` is needed, appended to the error message
-) -> tuple[jax.Array, jnp.dtype]:  # ([B/G, G] rewards in at least float32, the caller's dtype)
-    "`rewards` checked and reshaped to `[B/G, G]` in the statistics dtype, or `ValueError`."
-    r = as_float(fn, "rewards", rewards)
-    check_rank(fn, "rewards", r, 1, layout="[B]")
-    if isinstance(group, (bool, np.bool_)) or not isinstance(group, (int, np.integer)):
-        raise ValueError(f"{fn}: `group` must be a Python int (completions per prompt); got {group!r}")
-    if group < min_group:
-        raise ValueError(f"{fn}: `group` must be >= {min_group}{why}; got {group}")
-    if r.shape[0] % group:
-        raise ValueError(f"{fn}: the length of `rewards` ({r.shape[0]}) must be a multiple of `group` ({group})")
-    return r.astype(stat_dtype(r.dtype)).reshape(-1, int(group)), r.dtype
-
-# %% ../../nbs/02b_group_advantage.ipynb #4b71122c
-def centre_in_groups(
-    x: jax.Array,  # [n, G] rewards in the statistics dtype
-) -> jax.Array:  # [n, G] r - group mean; exactly 0 for a group of equal values
-    "Group-centred values, shifted by each group's first member before averaging (exact zero for equal values)."
-    d = x - x[:, :1]
-    return d - d.mean(axis=1, keepdims=True)
+__all__ = ['GROUP_EPS', 'group_advantage']
 
 # %% ../../nbs/02b_group_advantage.ipynb #11795cc5
 GROUP_EPS = 1e-6  # added to the group standard deviation (verl 0.9.1, Tunix 0.1.7)
 
 
-def group_advantage(
-    rewards,  # [B] scalar rewards; rows g*G .. g*G+G-1 are the completions of prompt g
-    group: int,  # G, completions per prompt (static); B must be a multiple of it
-    normalise_by_std: bool = True,  # divide by the group std, ddof=1 (GRPO); False only centres (Dr.GRPO)
-    eps: float = GROUP_EPS,  # added to the group std (not to the variance); must be >= 0
-) -> jax.Array:  # [B] advantages in the rewards' dtype; exactly 0 for a group of equal rewards
-    "GRPO's group-relative advantage, `(r - group mean) / (group std + eps)`; `r - group mean` for Dr.GRPO."
+def group_advantage(rewards, group: int, normalise_by_std: bool = True, eps: float = GROUP_EPS) -> jax.Array:
+    """GRPO's group-relative advantage, `(r - group mean) / (group std + eps)`; `r - group mean` for Dr.GRPO.
+
+    Parameters
+    ----------
+    rewards
+        [B] scalar rewards; rows g*G .. g*G+G-1 are the completions of prompt g
+    group
+        G, completions per prompt (static); B must be a multiple of it
+    normalise_by_std
+        divide by the group std, ddof=1 (GRPO); False only centres (Dr.GRPO)
+    eps
+        added to the group std (not to the variance); must be >= 0
+
+    Returns
+    -------
+    jax.Array
+        [B] advantages in the rewards' dtype; exactly 0 for a group of equal rewards
+    """
     fn = "group_advantage"
-    if not isinstance(normalise_by_std, (bool, np.bool_)):
-        raise ValueError(f"{fn}: `normalise_by_std` must be a Python bool; got {normalise_by_std!r}")
+    check_flag(fn, "normalise_by_std", normalise_by_std)
     check_number(fn, "eps", eps, lambda e: e >= 0, "a number >= 0")
     x, dtype = as_groups(fn, rewards, group, min_group=2 if normalise_by_std else 1,
                          why=" when normalise_by_std=True (a standard deviation needs two members)" if normalise_by_std else "")

@@ -7,47 +7,81 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jax.experimental import checkify
 
-from ..reductions import as_float, as_mask, check_number, stat_dtype
+from .._checks import as_float, as_mask, check_number, report_if_empty, stat_dtype
+from .._ops import sum_over
 
 # %% auto #0
-__all__ = ['global_masked_normalize']
+__all__ = ['VAR_FLOOR', 'global_masked_moments', 'global_masked_normalize']
 
 # %% ../../nbs/02d_global_normalize.ipynb #0f253ce8
-def _report_if_empty(fn: str, count) -> None:
-    msg = f"{fn}: `mask` keeps no position in the whole (global) batch, so there is no mean or variance to normalise by"
-    if isinstance(count, jax.core.Tracer):
-        checkify.debug_check(count > 0, msg)  # a no-op unless the caller uses checkify.checkify
-    elif int(count) == 0:
-        raise ValueError(msg)
+VAR_FLOOR = 1e-8  # the variance floor of the global normalisation (OpenRLHF bc71bb1, the REINFORCE++ pair)
 
 
-def global_masked_normalize(
-    x,  # values to normalise, any shape (typically [B, T] returns or advantages)
-    mask,  # 0/1, the shape of `x`; the population is every kept position of every shard
-    axis_name=None,  # mapped axis (or tuple of axes) whose shards together form the population
-    var_floor: float = 1e-8,  # the scale is max(population variance, var_floor) ** -1/2; must be > 0
-) -> jax.Array:  # m * (x - mu) / sqrt(max(var, var_floor)), exactly 0 outside the mask, in the caller's dtype
-    "Z-score `x` over every valid position of the global batch: population variance under a floor, zero outside the mask."
-    fn = "global_masked_normalize"
+def _moments(fn: str, x, mask, axis_name):
+    "Checked inputs -> (keep, centred values, population variance, global int32 count, mean, output dtype)."
     x = as_float(fn, "x", x, allow_int=True)
     keep = as_mask(fn, mask, x.shape)
-    check_number(fn, "var_floor", var_floor, lambda v: v > 0, "a positive number (it keeps zero variance finite)")
     ct = stat_dtype(x.dtype)
     xs = jnp.where(keep, x.astype(ct), 0)  # select first: a masked NaN or Inf reaches no arithmetic
-    count = keep.sum(dtype=jnp.int32)
     top = jnp.max(jnp.where(keep, jax.lax.stop_gradient(xs), -jnp.inf), initial=-jnp.inf)
+    (count,) = sum_over(axis_name, keep.sum(dtype=jnp.int32))
     if axis_name is not None:
-        count = jax.lax.psum(count, axis_name)
         top = jax.lax.pmax(top, axis_name)
-    _report_if_empty(fn, count)
     shift = jnp.where(count > 0, top, 0)  # the largest valid value, the same on every shard
     n = jnp.maximum(count, 1).astype(ct)
     d = jnp.where(keep, xs - shift, 0)
-    total = d.sum() if axis_name is None else jax.lax.psum(d.sum(), axis_name)
+    (total,) = sum_over(axis_name, d.sum())
     centred = jnp.where(keep, d - total / n, 0)
-    sq = (centred * centred).sum()
-    var = (sq if axis_name is None else jax.lax.psum(sq, axis_name)) / n
-    scale = jax.lax.rsqrt(jnp.maximum(var, jnp.asarray(var_floor, ct)))
-    return jnp.where(keep, centred * scale, 0).astype(x.dtype)
+    (sq,) = sum_over(axis_name, (centred * centred).sum())
+    return keep, centred, sq / n, count, shift + total / n, x.dtype
+
+
+def global_masked_moments(x, mask, axis_name=None) -> tuple:
+    """Population mean and variance (ddof=0) of `x` over every valid position of every shard, and their count.
+
+    Parameters
+    ----------
+    x
+        any shape (typically [B, T]), floating (integers are upcast): this shard's values
+    mask
+        0/1, the shape of `x`; the population is every kept position of every shard
+    axis_name
+        the mapped (data-parallel) axis, or tuple of axes, whose shards together form the population
+
+    Returns
+    -------
+    tuple
+        (mean, variance, count): two scalars in at least float32 and the global int32 count, the same on
+        every shard; mean and variance are 0 when nothing is kept anywhere
+    """
+    _, _, var, count, mean, _ = _moments("global_masked_moments", x, mask, axis_name)
+    return jnp.where(count > 0, mean, 0), var, count
+
+
+def global_masked_normalize(x, mask, axis_name=None, var_floor: float = VAR_FLOOR) -> jax.Array:
+    """`m * (x - mu) / sqrt(max(var, var_floor))`: z-score over every valid position of every shard, population variance.
+
+    Parameters
+    ----------
+    x
+        any shape (typically [B, T] returns or advantages), floating: this shard's values
+    mask
+        0/1, the shape of `x`; the population is every kept position of every shard
+    axis_name
+        the mapped (data-parallel) axis, or tuple of axes, whose shards together form the population
+    var_floor
+        positive number: the scale is max(population variance, var_floor) ** -1/2
+
+    Returns
+    -------
+    jax.Array
+        the shape and dtype of `x`; exactly 0 outside the mask. A globally empty mask is reported (see above)
+    """
+    fn = "global_masked_normalize"
+    check_number(fn, "var_floor", var_floor, lambda v: v > 0, "a positive number (it keeps zero variance finite)")
+    keep, centred, var, count, _, dtype = _moments(fn, x, mask, axis_name)
+    report_if_empty(fn, count, "`mask` keeps no position in the whole (global) batch, so there is no mean or "
+                               "variance to normalise by")
+    scale = jax.lax.rsqrt(jnp.maximum(var, jnp.asarray(var_floor, var.dtype)))
+    return jnp.where(keep, centred * scale, 0).astype(dtype)

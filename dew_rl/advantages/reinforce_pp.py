@@ -8,18 +8,13 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..reductions import as_float, as_mask, check_number, check_rank, stat_dtype
-from .group import as_groups, centre_in_groups
+from .._checks import as_float, as_groups, as_mask, check_number, check_rank, check_rows, stat_dtype
+from .._ops import centre_in_groups
 
 # %% auto #0
 __all__ = ['reinforce_plus_plus_returns', 'group_baseline_advantage']
 
 # %% ../../nbs/02e_reinforce_plus_plus.ipynb #77959fbe
-def _check_coefficient(fn: str, name: str, value, low: float, high: float | None = None) -> None:
-    want = f">= {low}" if high is None else f"in [{low}, {high}]"
-    check_number(fn, name, value, lambda v: v >= low and (high is None or v <= high), want)
-
-
 def _last_valid(keep: jax.Array) -> jax.Array:
     "[B, T] bool: True at each row's last kept position; all False in a row with none."
     t = jnp.arange(keep.shape[-1])
@@ -40,25 +35,36 @@ def _discounted_suffix_sum(r: jax.Array, gamma) -> jax.Array:
     return jnp.flip(g, axis=-1)
 
 
-def reinforce_plus_plus_returns(
-    rewards,  # [B] scalar reward of each response (floating)
-    kl,  # [B, T] signed k1 estimate per token, log pi_old - log pi_ref (floating)
-    mask,  # [B, T] 0/1 loss mask; the last kept position of a row receives its reward
-    beta,  # KL coefficient >= 0 (float or traced scalar)
-    gamma=1.0,  # discount in [0, 1]; positions count in the exponent, masked ones included
-) -> jax.Array:  # [B, T] returns to go, zero outside the mask, dtype of the floating inputs
-    "REINFORCE++ return to go of the reward on the last valid token minus beta times the k1 KL, zero outside the mask."
+def reinforce_plus_plus_returns(rewards, kl, mask, beta, gamma=1.0) -> jax.Array:
+    """REINFORCE++ return to go of the reward on the last valid token minus beta times the k1 KL, zero outside the mask.
+
+    Parameters
+    ----------
+    rewards
+        [B] scalar reward of each response (floating)
+    kl
+        [B, T] signed k1 estimate per token, log pi_old - log pi_ref (floating)
+    mask
+        [B, T] 0/1 loss mask; the last kept position of a row receives its reward
+    beta
+        KL coefficient >= 0 (float or traced scalar)
+    gamma
+        discount in [0, 1]; positions count in the exponent, masked ones included
+
+    Returns
+    -------
+    jax.Array
+        [B, T] returns to go, zero outside the mask, dtype of the floating inputs
+    """
     fn = "reinforce_plus_plus_returns"
     rewards = as_float(fn, "rewards", rewards)
     kl = as_float(fn, "kl", kl)
     check_rank(fn, "rewards", rewards, 1, "[B]")
     check_rank(fn, "kl", kl, 2)
-    if kl.shape[0] != rewards.shape[0]:
-        raise ValueError(f"{fn}: `kl` must have one row per reward, [B={rewards.shape[0]}, T]; got shape "
-                         f"[{', '.join(map(str, kl.shape))}]")
+    check_rows(fn, "kl", kl, rewards.shape[0])
     keep = as_mask(fn, mask, kl.shape, like="kl")
-    _check_coefficient(fn, "beta", beta, 0.0)
-    _check_coefficient(fn, "gamma", gamma, 0.0, 1.0)
+    check_number(fn, "beta", beta, lambda v: v >= 0.0, ">= 0.0")
+    check_number(fn, "gamma", gamma, lambda v: 0.0 <= v <= 1.0, "in [0.0, 1.0]")
     out = jnp.result_type(rewards.dtype, kl.dtype)
     ct = stat_dtype(out)
     d = jnp.where(keep, kl.astype(ct), 0)  # select before any arithmetic
@@ -68,21 +74,30 @@ def reinforce_plus_plus_returns(
     return jnp.where(keep, returns, 0).astype(out)
 
 # %% ../../nbs/02e_reinforce_plus_plus.ipynb #17286e5a
-def group_baseline_advantage(
-    rewards,  # [B] scalar rewards, `group` consecutive rows per prompt (floating)
-    mask,  # [B, T] 0/1 loss mask; the row's centred reward is written at its kept positions
-    group: int,  # responses per prompt, >= 2; B must be a multiple of it
-) -> jax.Array:  # [B, T]: m * (R_i - mean of its group, itself included), dtype of `rewards`
-    "REINFORCE++-baseline raw advantage: each reward minus its group's mean (itself included), broadcast to the kept tokens."
+def group_baseline_advantage(rewards, mask, group: int) -> jax.Array:
+    """REINFORCE++-baseline raw advantage: each reward minus its group's mean (itself included), broadcast to the kept tokens.
+
+    Parameters
+    ----------
+    rewards
+        [B] scalar rewards, `group` consecutive rows per prompt (floating)
+    mask
+        [B, T] 0/1 loss mask; the row's centred reward is written at its kept positions
+    group
+        responses per prompt, >= 2; B must be a multiple of it
+
+    Returns
+    -------
+    jax.Array
+        [B, T]: m * (R_i - mean of its group, itself included), dtype of `rewards`
+    """
     fn = "group_baseline_advantage"
     r, dtype = as_groups(fn, rewards, group, min_group=2,
                          why=": the mean includes the row itself, so a group of one gives zero advantages")
     B = r.size
     mask = jnp.asarray(mask)
     check_rank(fn, "mask", mask, 2)
-    if mask.shape[0] != B:
-        raise ValueError(f"{fn}: `mask` must have one row per reward, [B={B}, T]; got shape "
-                         f"[{', '.join(map(str, mask.shape))}]")
+    check_rows(fn, "mask", mask, B)
     keep = as_mask(fn, mask, mask.shape)
     centred = centre_in_groups(r)  # shifted by each group's first reward: equal rewards give exact zeros
     return jnp.where(keep, centred.reshape(B, 1), 0).astype(dtype)

@@ -7,17 +7,27 @@ from __future__ import annotations
 
 import jax
 
-from .group import as_groups
+from .._checks import as_groups
 
 # %% auto #0
 __all__ = ['rloo_advantage']
 
 # %% ../../nbs/02c_rloo.ipynb #3a489cd0
-def rloo_advantage(
-    rewards,  # [B] scalar rewards; rows g*G .. g*G+G-1 are the completions of prompt g
-    group: int,  # G >= 2, completions per prompt (static); B must be a multiple of it
-) -> jax.Array:  # [B] r_i minus the mean of the other G - 1 rewards of its group, in the rewards' dtype
-    "RLOO advantage: each reward minus the mean of the other `group - 1` rewards of its group."
+def rloo_advantage(rewards, group: int) -> jax.Array:
+    """RLOO advantage: each reward minus the mean of the other `group - 1` rewards of its group.
+
+    Parameters
+    ----------
+    rewards
+        [B] scalar rewards; rows g*G .. g*G+G-1 are the completions of prompt g
+    group
+        G >= 2, completions per prompt (static); B must be a multiple of it
+
+    Returns
+    -------
+    jax.Array
+        [B] r_i minus the mean of the other G - 1 rewards of its group, in the rewards' dtype
+    """
     fn = "rloo_advantage"
     x, dtype = as_groups(fn, rewards, group, min_group=2, why=" (a leave-one-out baseline needs two members)")
     d = x - x[:, :1]  # shifted by the first member: exact zeros for a group of equal rewards

@@ -8,16 +8,14 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..reductions import as_float, as_mask, check_number, check_rank, check_same_shape, stat_dtype
+from .._checks import as_float, as_mask, check_choice, check_number, check_rank, check_same_shape, stat_dtype
+from .._ops import clamp, smaller
+from .ratios import LOG_RATIO_CLAMP
 
 # %% auto #0
 __all__ = ['SEQUENCE_STATISTICS', 'behavior_importance_weights', 'sequence_importance_weights']
 
 # %% ../../nbs/03f_importance_weights.ipynb #70ab5f06
-def _check_cap(fn: str, cap) -> None:  # rejects negative, zero and NaN; a traced cap is not checked
-    check_number(fn, "cap", cap, lambda c: c > 0, "a positive number (float('inf') for no cap)")
-
-
 def _log_ratio(fn: str, old_log_probs, behavior_log_probs, mask):
     "Checked inputs -> (detached log ratio, zero outside the mask; keep; output dtype)."
     old = as_float(fn, "old_log_probs", old_log_probs)
@@ -30,39 +28,63 @@ def _log_ratio(fn: str, old_log_probs, behavior_log_probs, mask):
     return old - beh, keep, out
 
 
-def behavior_importance_weights(
-    old_log_probs,  # log pi_old of the sampled tokens, as the trainer computes them, [B, T]
-    behavior_log_probs,  # log pi_behavior of the same tokens, as the sampler reported them, [B, T]
-    mask,  # 0/1 [B, T]; the weight is 0 outside it
-    cap,  # C > 0, the truncation level (verl and Tunix use 2.0); float('inf') for none
-) -> jax.Array:  # detached weights [B, T] in the inputs' result dtype
-    "Detached truncated IS weights `min(exp(clip(old - behavior, -20, 20)), cap)`, zero outside the mask."
+def behavior_importance_weights(old_log_probs, behavior_log_probs, mask, cap) -> jax.Array:
+    """Detached truncated IS weights `min(exp(clip(old - behavior, -20, 20)), cap)`, zero outside the mask.
+
+    Parameters
+    ----------
+    old_log_probs
+        log pi_old of the sampled tokens, as the trainer computes them, [B, T]
+    behavior_log_probs
+        log pi_behavior of the same tokens, as the sampler reported them, [B, T]
+    mask
+        0/1 [B, T]; the weight is 0 outside it
+    cap
+        C > 0, the truncation level (verl and Tunix use 2.0); float('inf') for none
+
+    Returns
+    -------
+    jax.Array
+        detached weights [B, T] in the inputs' result dtype
+    """
     fn = "behavior_importance_weights"
     log_ratio, keep, out = _log_ratio(fn, old_log_probs, behavior_log_probs, mask)
-    _check_cap(fn, cap)
-    w = jnp.minimum(jnp.exp(jnp.clip(log_ratio, -20.0, 20.0)), cap)
+    check_number(fn, "cap", cap, lambda c: c > 0, "a positive number (float('inf') for no cap)")
+    w = smaller(jnp.exp(clamp(log_ratio, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)), cap)
     return jax.lax.stop_gradient(jnp.where(keep, w, 0)).astype(out)
 
 # %% ../../nbs/03f_importance_weights.ipynb #be0c17d1
 SEQUENCE_STATISTICS = ("product", "geometric_mean")
 
 
-def sequence_importance_weights(
-    old_log_probs,  # log pi_old of the sampled tokens [B, T]
-    behavior_log_probs,  # log pi_behavior of the same tokens [B, T]
-    mask,  # 0/1 [B, T]; a row is one response
-    cap,  # C > 0 applied to the sequence weight; float('inf') for none
-    statistic: str = "product",  # "product": exp(sum of log ratios); "geometric_mean": exp(mean)
-) -> jax.Array:  # detached [B, T]: the row's weight at its kept positions, 0 elsewhere
-    "Detached per-response IS weight (product or geometric mean of token ratios), capped, at every kept token."
+def sequence_importance_weights(old_log_probs, behavior_log_probs, mask, cap, statistic: str = "product") -> jax.Array:
+    """Detached per-response IS weight (product or geometric mean of token ratios), capped, at every kept token.
+
+    Parameters
+    ----------
+    old_log_probs
+        log pi_old of the sampled tokens [B, T]
+    behavior_log_probs
+        log pi_behavior of the same tokens [B, T]
+    mask
+        0/1 [B, T]; a row is one response
+    cap
+        C > 0 applied to the sequence weight; float('inf') for none
+    statistic
+        "product": exp(sum of log ratios); "geometric_mean": exp(mean)
+
+    Returns
+    -------
+    jax.Array
+        detached [B, T]: the row's weight at its kept positions, 0 elsewhere
+    """
     fn = "sequence_importance_weights"
-    if statistic not in SEQUENCE_STATISTICS:
-        raise ValueError(f"{fn}: `statistic` must be one of {', '.join(SEQUENCE_STATISTICS)}; got {statistic!r}")
+    check_choice(fn, "statistic", statistic, SEQUENCE_STATISTICS)
     log_ratio, keep, out = _log_ratio(fn, old_log_probs, behavior_log_probs, mask)
     check_rank(fn, "old_log_probs", log_ratio, 2)
-    _check_cap(fn, cap)
+    check_number(fn, "cap", cap, lambda c: c > 0, "a positive number (float('inf') for no cap)")
     pooled = log_ratio.sum(axis=-1)
     if statistic == "geometric_mean":
         pooled = pooled / jnp.maximum(keep.sum(axis=-1), 1).astype(pooled.dtype)
-    w = jnp.minimum(jnp.exp(jnp.clip(pooled, -20.0, 20.0)), cap)
+    w = smaller(jnp.exp(clamp(pooled, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)), cap)
     return jax.lax.stop_gradient(jnp.where(keep, w[:, None], 0)).astype(out)

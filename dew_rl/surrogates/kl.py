@@ -8,11 +8,12 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..reductions import as_float, check_same_shape, stat_dtype
-from .ratios import LOG_RATIO_CLAMP, clamp
+from .._checks import as_float, check_choice, check_same_shape, stat_dtype
+from .._ops import clamp
+from .ratios import LOG_RATIO_CLAMP
 
 # %% auto #0
-__all__ = ['KL_OUTPUT_CLAMP', 'k1_kl', 'k2_kl', 'k3_kl']
+__all__ = ['KL_OUTPUT_CLAMP', 'KL_PENALTY_KINDS', 'k1_kl', 'k2_kl', 'k3_kl', 'kl_penalty']
 
 # %% ../../nbs/03b_kl.ipynb #cd7ffd05
 KL_OUTPUT_CLAMP = 10.0  # |k3| bound after the exponential (verl low_var_kl)
@@ -27,29 +28,92 @@ def _pair(fn: str, log_probs, ref_log_probs):
     return lp.astype(ct), ref.astype(ct), dtype
 
 
-def k1_kl(
-    log_probs,  # log pi_theta of the sampled tokens, any shape
-    ref_log_probs,  # log pi_ref of the same tokens, the same shape
-) -> jax.Array:  # lp - ref per token, in the inputs' result dtype
-    "Schulman's k1: the log ratio log pi_theta - log pi_ref, an unbiased, signed estimate of KL(pi_theta || pi_ref)."
+def k1_kl(log_probs, ref_log_probs) -> jax.Array:
+    """Schulman's k1: the log ratio log pi_theta - log pi_ref, an unbiased, signed estimate of KL(pi_theta || pi_ref).
+
+    Parameters
+    ----------
+    log_probs
+        log pi_theta of the sampled tokens, any shape
+    ref_log_probs
+        log pi_ref of the same tokens, the same shape
+
+    Returns
+    -------
+    jax.Array
+        lp - ref per token, in the inputs' result dtype
+    """
     lp, ref, dtype = _pair("k1_kl", log_probs, ref_log_probs)
     return (lp - ref).astype(dtype)
 
 
-def k2_kl(
-    log_probs,  # log pi_theta of the sampled tokens, any shape
-    ref_log_probs,  # log pi_ref of the same tokens, the same shape
-) -> jax.Array:  # 0.5 * (lp - ref)**2 per token, in the inputs' result dtype
-    "Schulman's k2: half the squared log ratio, a biased, non-negative, low-variance estimate of the KL."
+def k2_kl(log_probs, ref_log_probs) -> jax.Array:
+    """Schulman's k2: half the squared log ratio, a biased, non-negative, low-variance estimate of the KL.
+
+    Parameters
+    ----------
+    log_probs
+        log pi_theta of the sampled tokens, any shape
+    ref_log_probs
+        log pi_ref of the same tokens, the same shape
+
+    Returns
+    -------
+    jax.Array
+        0.5 * (lp - ref)**2 per token, in the inputs' result dtype
+    """
     lp, ref, dtype = _pair("k2_kl", log_probs, ref_log_probs)
     return (0.5 * jnp.square(lp - ref)).astype(dtype)
 
 
-def k3_kl(
-    log_probs,  # log pi_theta of the sampled tokens, any shape
-    ref_log_probs,  # log pi_ref of the same tokens, the same shape
-) -> jax.Array:  # clip(expm1(d) - d, -10, 10), d = clip(ref - lp, -20, 20), in the inputs' result dtype
-    "Schulman's k3, (r - 1) - log r with r = pi_ref / pi_theta: unbiased and non-negative; verl's clamps."
+def k3_kl(log_probs, ref_log_probs) -> jax.Array:
+    """Schulman's k3, (r - 1) - log r with r = pi_ref / pi_theta: unbiased and non-negative; verl's clamps.
+
+    Parameters
+    ----------
+    log_probs
+        log pi_theta of the sampled tokens, any shape
+    ref_log_probs
+        log pi_ref of the same tokens, the same shape
+
+    Returns
+    -------
+    jax.Array
+        clip(expm1(d) - d, -10, 10), d = clip(ref - lp, -20, 20), in the inputs' result dtype
+    """
     lp, ref, dtype = _pair("k3_kl", log_probs, ref_log_probs)
     d = clamp(ref - lp, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
     return clamp(jnp.expm1(d) - d, -KL_OUTPUT_CLAMP, KL_OUTPUT_CLAMP).astype(dtype)
+
+# %% ../../nbs/03b_kl.ipynb #69975f12
+KL_PENALTY_KINDS = ("k1", "k2", "k3", "kl", "mse", "low_var_kl",
+                    "k1+", "k2+", "k3+", "kl+", "mse+", "low_var_kl+")
+_KL_ESTIMATORS = {"k1": "k1", "kl": "k1", "k2": "k2", "mse": "k2", "k3": "k3", "low_var_kl": "k3"}
+
+
+def kl_penalty(log_probs, ref_log_probs, kind: str) -> jax.Array:
+    """Per-token KL loss term `kX(lp, ref)` by name; with a trailing "+", `k2 + sg(kX - k2)` (kX's value, k2's gradient).
+
+    Parameters
+    ----------
+    log_probs
+        any shape, floating: log pi_theta of the sampled tokens (the gradient flows through these)
+    ref_log_probs
+        the shape of `log_probs`, floating: log pi_ref of the same tokens
+    kind
+        one of KL_PENALTY_KINDS: "k1"/"kl", "k2"/"mse", "k3"/"low_var_kl", each optionally with "+"
+
+    Returns
+    -------
+    jax.Array
+        the shape of `log_probs`, in the inputs' result dtype: the per-token estimate (not masked, not reduced)
+    """
+    fn = "kl_penalty"
+    check_choice(fn, "kind", kind, KL_PENALTY_KINDS)
+    lp, ref, dtype = _pair(fn, log_probs, ref_log_probs)  # checked here, so that errors name this function
+    base = _KL_ESTIMATORS[kind.rstrip("+")]
+    value = {"k1": k1_kl, "k2": k2_kl, "k3": k3_kl}[base](lp, ref)
+    if kind.endswith("+") and base != "k2":
+        k2 = k2_kl(lp, ref)
+        value = k2 + jax.lax.stop_gradient(value - k2)
+    return value.astype(dtype)

@@ -8,77 +8,86 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..reductions import as_float, as_mask, check_number, check_rank, check_same_shape, stat_dtype, token_mean
-from .ratios import LOG_RATIO_CLAMP, clamp
+from .._checks import check_clip_offsets, surrogate_inputs
+from .._ops import clamp, larger, smaller
+from ..reductions import token_mean
+from .ratios import LOG_RATIO_CLAMP
 
 # %% auto #0
 __all__ = ['clipped_surrogate_terms', 'clipped_surrogate']
 
 # %% ../../nbs/03c_clipped_surrogate.ipynb #016fe2d1
-def _check_clip(fn: str, epsilon_low, epsilon_high, dual_clip):
-    lo = check_number(fn, "epsilon_low", epsilon_low, lambda v: 0.0 <= v < 1.0,
-                      "in [0, 1) so that the lower bound 1 - epsilon_low is positive", static=True)
-    hi = check_number(fn, "epsilon_high", epsilon_high, lambda v: v >= 0.0, ">= 0", static=True)
-    if dual_clip is not None:
-        dual_clip = check_number(fn, "dual_clip", dual_clip, lambda v: v > 1.0, "None or a number > 1", static=True)
-    return lo, hi, dual_clip
-
-
-def _prepare(fn: str, log_ratio, advantages, mask):
-    "Checked inputs: (x, A, keep, compute dtype, result dtype), x and A zeroed outside the mask."
-    log_ratio = as_float(fn, "log_ratio", log_ratio)
-    check_rank(fn, "log_ratio", log_ratio, 2)
-    advantages = as_float(fn, "advantages", advantages)
-    check_same_shape(fn, "advantages", advantages, "log_ratio", log_ratio)
-    keep = as_mask(fn, mask, log_ratio.shape, like="log_ratio")
-    rt = jnp.result_type(log_ratio, advantages)
-    ct = stat_dtype(rt)
-    x = jnp.where(keep, log_ratio.astype(ct), 0)  # select first: a masked NaN never enters arithmetic
-    adv = jax.lax.stop_gradient(jnp.where(keep, advantages.astype(ct), 0))
-    return x, adv, keep, ct, rt
-
-# %% ../../nbs/03c_clipped_surrogate.ipynb #34b2b441
 def _clipped(fn, log_ratio, advantages, mask, epsilon_low, epsilon_high, dual_clip):
-    lo, hi, c = _check_clip(fn, epsilon_low, epsilon_high, dual_clip)
-    x, adv, keep, ct, rt = _prepare(fn, log_ratio, advantages, mask)
+    lo, hi, c = check_clip_offsets(fn, epsilon_low, epsilon_high, dual_clip)
+    x, adv, keep, ct, rt = surrogate_inputs(fn, log_ratio, advantages, mask)
     rho = jnp.exp(clamp(x, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
     unclipped = -adv * rho
-    clipped = -adv * jnp.clip(rho, 1.0 - lo, 1.0 + hi)
-    loss = jnp.maximum(unclipped, clipped)
+    clipped = -adv * clamp(rho, 1.0 - lo, 1.0 + hi)
+    loss = larger(unclipped, clipped)
     is_clipped = keep & (clipped > unclipped)
     if c is None:
         is_dual = jnp.zeros_like(keep)
     else:
         bound = -c * adv
         is_dual = keep & (adv < 0) & (loss > bound)
-        loss = jnp.where(adv < 0, jnp.minimum(loss, bound), loss)
+        loss = jnp.where(adv < 0, smaller(loss, bound), loss)
     terms = jnp.where(keep, loss, 0).astype(rt)
     return terms, {"clipped": is_clipped, "dual_clipped": is_dual}, keep, rt
 
 
-def clipped_surrogate_terms(
-    log_ratio,  # [B, T] log pi_theta - log pi_old, e.g. from token_log_ratio; clamped again to [-20, 20]
-    advantages,  # [B, T] advantages; treated as data (stop_gradient)
-    mask,  # [B, T] 0/1 loss mask
-    epsilon_low: float = 0.2,  # lower clip offset: the ratio is clipped below at 1 - epsilon_low; in [0, 1)
-    epsilon_high: float = 0.2,  # upper clip offset: clipped above at 1 + epsilon_high (DAPO: 0.28); >= 0
-    dual_clip: float | None = 3.0,  # c > 1: for A < 0 the loss is at most -c A; None disables it
-) -> tuple:  # (terms [B, T] zero outside the mask, {"clipped", "dual_clipped"}: bool [B, T] indicators)
-    "Per-token dual-clipped PPO loss max(-A rho, -A clip(rho)), capped at -c A where A < 0."
+def clipped_surrogate_terms(log_ratio, advantages, mask, epsilon_low: float = 0.2, epsilon_high: float = 0.2,
+                            dual_clip: float | None = 3.0) -> tuple:
+    """Per-token dual-clipped PPO loss max(-A rho, -A clip(rho)), capped at -c A where A < 0.
+
+    Parameters
+    ----------
+    log_ratio
+        [B, T] log pi_theta - log pi_old, e.g. from token_log_ratio; clamped again to [-20, 20]
+    advantages
+        [B, T] advantages; treated as data (stop_gradient)
+    mask
+        [B, T] 0/1 loss mask
+    epsilon_low
+        lower clip offset: the ratio is clipped below at 1 - epsilon_low; in [0, 1)
+    epsilon_high
+        upper clip offset: clipped above at 1 + epsilon_high (DAPO: 0.28); >= 0
+    dual_clip
+        c > 1: for A < 0 the loss is at most -c A; None disables it
+
+    Returns
+    -------
+    tuple
+        (terms [B, T] zero outside the mask, {"clipped", "dual_clipped"}: bool [B, T] indicators)
+    """
     terms, indicators, _, _ = _clipped("clipped_surrogate_terms", log_ratio, advantages, mask,
                                        epsilon_low, epsilon_high, dual_clip)
     return terms, indicators
 
 # %% ../../nbs/03c_clipped_surrogate.ipynb #e0906722
-def clipped_surrogate(
-    log_ratio,  # [B, T] log pi_theta - log pi_old, e.g. from token_log_ratio; clamped again to [-20, 20]
-    advantages,  # [B, T] advantages; treated as data (stop_gradient)
-    mask,  # [B, T] 0/1 loss mask
-    epsilon_low: float = 0.2,  # lower clip offset, in [0, 1)
-    epsilon_high: float = 0.2,  # upper clip offset, >= 0
-    dual_clip: float | None = 3.0,  # c > 1, or None to disable the dual clip
-) -> tuple:  # (token-mean loss, {"pg_clipfrac", "pg_clipfrac_lower", "ppo_kl"}), all in the result dtype
-    "Token-mean dual-clipped PPO loss and its clip-fraction and KL metrics (metrics carry no gradient)."
+def clipped_surrogate(log_ratio, advantages, mask, epsilon_low: float = 0.2, epsilon_high: float = 0.2,
+                      dual_clip: float | None = 3.0) -> tuple:
+    """Token-mean dual-clipped PPO loss and its clip-fraction and KL metrics (metrics carry no gradient).
+
+    Parameters
+    ----------
+    log_ratio
+        [B, T] log pi_theta - log pi_old, e.g. from token_log_ratio; clamped again to [-20, 20]
+    advantages
+        [B, T] advantages; treated as data (stop_gradient)
+    mask
+        [B, T] 0/1 loss mask
+    epsilon_low
+        lower clip offset, in [0, 1)
+    epsilon_high
+        upper clip offset, >= 0
+    dual_clip
+        c > 1, or None to disable the dual clip
+
+    Returns
+    -------
+    tuple
+        (token-mean loss, {"pg_clipfrac", "pg_clipfrac_lower", "ppo_kl"}), all in the result dtype
+    """
     fn = "clipped_surrogate"
     terms, ind, keep, rt = _clipped(fn, log_ratio, advantages, mask, epsilon_low, epsilon_high, dual_clip)
     x = jnp.where(keep, jnp.asarray(log_ratio).astype(rt), 0)

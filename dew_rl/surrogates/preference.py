@@ -9,16 +9,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..reductions import as_float, as_mask, check_number, check_rank, check_same_shape, stat_dtype
+from .._checks import as_float, as_mask, check_number, check_rank, check_rows, check_same_shape, stat_dtype
 
 # %% auto #0
 __all__ = ['preference_margin', 'preference_logsigmoid', 'preference_ipo']
 
 # %% ../../nbs/03g_preference.ipynb #cd56d19d
-def _check_beta(fn: str, beta) -> None:  # rejects zero, negative, NaN and inf; a traced beta is not checked
-    check_number(fn, "beta", beta, lambda b: b > 0 and np.isfinite(b), "a positive number")
-
-
 def _side(fn, names, policy, ref, mask, length_normalise):
     "Sum (or mean) over kept tokens of policy - sg(ref) for one side of the pairs, in float32 or wider."
     policy_name, ref_name, mask_name = names
@@ -41,57 +37,103 @@ def _margin(fn, policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_c
                            policy_chosen, ref_chosen, mask_chosen, length_normalise)
     rejected, (c, d) = _side(fn, ("policy_rejected", "ref_rejected", "mask_rejected"),
                              policy_rejected, ref_rejected, mask_rejected, length_normalise)
-    if chosen.shape[0] != rejected.shape[0]:
-        raise ValueError(f"{fn}: `policy_rejected` must have as many pairs (rows) as `policy_chosen` ({chosen.shape[0]}); "
-                         f"got {rejected.shape[0]}")
+    check_rows(fn, "policy_rejected", rejected, chosen.shape[0], per="pair (row of `policy_chosen`)")
     ct = jnp.promote_types(chosen.dtype, rejected.dtype)
     return chosen.astype(ct) - rejected.astype(ct), jnp.result_type(a, b, c, d)
 
 
-def preference_margin(
-    policy_chosen,  # log pi_theta of the chosen response's tokens [P, T_c]
-    policy_rejected,  # log pi_theta of the rejected response's tokens [P, T_r]
-    ref_chosen,  # log pi_ref of the chosen tokens [P, T_c]; detached
-    ref_rejected,  # log pi_ref of the rejected tokens [P, T_r]; detached
-    mask_chosen,  # 0/1 [P, T_c]
-    mask_rejected,  # 0/1 [P, T_r]
-    length_normalise: bool = False,  # mean over kept tokens instead of the sum (max(n, 1) for empty responses)
-) -> jax.Array:  # [P] margins Delta in the log-probabilities' result dtype
-    "Per-pair margin `(pc - rc) - (pr - rr)` of masked sequence log-probabilities (sums, or means)."
+def preference_margin(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen, mask_rejected,
+                      length_normalise: bool = False) -> jax.Array:
+    """Per-pair margin `(pc - rc) - (pr - rr)` of masked sequence log-probabilities (sums, or means).
+
+    Parameters
+    ----------
+    policy_chosen
+        log pi_theta of the chosen response's tokens [P, T_c]
+    policy_rejected
+        log pi_theta of the rejected response's tokens [P, T_r]
+    ref_chosen
+        log pi_ref of the chosen tokens [P, T_c]; detached
+    ref_rejected
+        log pi_ref of the rejected tokens [P, T_r]; detached
+    mask_chosen
+        0/1 [P, T_c]
+    mask_rejected
+        0/1 [P, T_r]
+    length_normalise
+        mean over kept tokens instead of the sum (max(n, 1) for empty responses)
+
+    Returns
+    -------
+    jax.Array
+        [P] margins Delta in the log-probabilities' result dtype
+    """
     delta, out = _margin("preference_margin", policy_chosen, policy_rejected, ref_chosen, ref_rejected,
                          mask_chosen, mask_rejected, length_normalise)
     return delta.astype(out)
 
 # %% ../../nbs/03g_preference.ipynb #d8cec2ff
-def preference_logsigmoid(
-    policy_chosen,  # log pi_theta of the chosen response's tokens [P, T_c]
-    policy_rejected,  # log pi_theta of the rejected response's tokens [P, T_r]
-    ref_chosen,  # log pi_ref of the chosen tokens [P, T_c]; detached
-    ref_rejected,  # log pi_ref of the rejected tokens [P, T_r]; detached
-    mask_chosen,  # 0/1 [P, T_c]
-    mask_rejected,  # 0/1 [P, T_r]
-    beta,  # beta > 0, the KL-regularisation strength (0.1 in TRL and Tunix)
-) -> jax.Array:  # scalar, the mean over pairs, in the log-probabilities' result dtype
-    "DPO: mean over pairs of `-log_sigmoid(beta * ((pc - rc) - (pr - rr)))`, summed masked log-probs."
+def preference_logsigmoid(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen, mask_rejected, beta) -> jax.Array:
+    """DPO: mean over pairs of `-log_sigmoid(beta * ((pc - rc) - (pr - rr)))`, summed masked log-probs.
+
+    Parameters
+    ----------
+    policy_chosen
+        log pi_theta of the chosen response's tokens [P, T_c]
+    policy_rejected
+        log pi_theta of the rejected response's tokens [P, T_r]
+    ref_chosen
+        log pi_ref of the chosen tokens [P, T_c]; detached
+    ref_rejected
+        log pi_ref of the rejected tokens [P, T_r]; detached
+    mask_chosen
+        0/1 [P, T_c]
+    mask_rejected
+        0/1 [P, T_r]
+    beta
+        beta > 0, the KL-regularisation strength (0.1 in TRL and Tunix)
+
+    Returns
+    -------
+    jax.Array
+        scalar, the mean over pairs, in the log-probabilities' result dtype
+    """
     fn = "preference_logsigmoid"
-    _check_beta(fn, beta)
+    check_number(fn, "beta", beta, lambda b: b > 0 and np.isfinite(b), "a positive number")
     delta, out = _margin(fn, policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen, mask_rejected, False)
     return (-jax.nn.log_sigmoid(beta * delta)).mean().astype(out)
 
 # %% ../../nbs/03g_preference.ipynb #6efe98fa
-def preference_ipo(
-    policy_chosen,  # log pi_theta of the chosen response's tokens [P, T_c]
-    policy_rejected,  # log pi_theta of the rejected response's tokens [P, T_r]
-    ref_chosen,  # log pi_ref of the chosen tokens [P, T_c]; detached
-    ref_rejected,  # log pi_ref of the rejected tokens [P, T_r]; detached
-    mask_chosen,  # 0/1 [P, T_c]
-    mask_rejected,  # 0/1 [P, T_r]
-    beta,  # beta > 0; the margin's target is 1 / (2 beta)
-    length_normalise: bool = False,  # False: summed log-probs (paper, OpenRLHF); True: per-token means (TRL)
-) -> jax.Array:  # scalar, the mean over pairs, in the log-probabilities' result dtype
-    "IPO (arXiv:2310.12036, Eq. 17): mean over pairs of `(Delta - 1 / (2 beta))^2`."
+def preference_ipo(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen, mask_rejected, beta,
+                   length_normalise: bool = False) -> jax.Array:
+    """IPO (arXiv:2310.12036, Eq. 17): mean over pairs of `(Delta - 1 / (2 beta))^2`.
+
+    Parameters
+    ----------
+    policy_chosen
+        log pi_theta of the chosen response's tokens [P, T_c]
+    policy_rejected
+        log pi_theta of the rejected response's tokens [P, T_r]
+    ref_chosen
+        log pi_ref of the chosen tokens [P, T_c]; detached
+    ref_rejected
+        log pi_ref of the rejected tokens [P, T_r]; detached
+    mask_chosen
+        0/1 [P, T_c]
+    mask_rejected
+        0/1 [P, T_r]
+    beta
+        beta > 0; the margin's target is 1 / (2 beta)
+    length_normalise
+        False: summed log-probs (paper, OpenRLHF); True: per-token means (TRL)
+
+    Returns
+    -------
+    jax.Array
+        scalar, the mean over pairs, in the log-probabilities' result dtype
+    """
     fn = "preference_ipo"
-    _check_beta(fn, beta)
+    check_number(fn, "beta", beta, lambda b: b > 0 and np.isfinite(b), "a positive number")
     delta, out = _margin(fn, policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen, mask_rejected,
                          length_normalise)
     return ((delta - 1.0 / (2.0 * beta)) ** 2).mean().astype(out)

@@ -8,34 +8,33 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..reductions import as_float, as_mask, check_rank, check_same_shape, segment_mean, stat_dtype
+from .._checks import as_float, as_ids, as_mask, check_rank, check_same_shape, stat_dtype
+from .._ops import clamp
+from ..reductions import segment_mean
 
 # %% auto #0
-__all__ = ['LOG_RATIO_CLAMP', 'SEQUENCE_LOG_RATIO_MAX', 'clamp', 'token_log_ratio', 'sequence_log_ratio']
+__all__ = ['LOG_RATIO_CLAMP', 'SEQUENCE_LOG_RATIO_MAX', 'token_log_ratio', 'sequence_log_ratio']
 
 # %% ../../nbs/03a_log_ratios.ipynb #28e945d0
 LOG_RATIO_CLAMP = 20.0  # |lp - old| bound before exponentiation (verl, Tunix GRPO, OpenRLHF ppo)
 SEQUENCE_LOG_RATIO_MAX = 10.0  # upper bound of GSPO's pooled log ratio (verl, Tunix gspo-token)
 
 
-def clamp(
-    x,  # array
-    lo=None,  # lower bound, or None for none
-    hi=None,  # upper bound, or None for none
-) -> jax.Array:  # `x` clamped, with torch.clamp's derivative: 1 inside and on a bound, 0 strictly outside
-    "Clamp `x` to [lo, hi] with a where-select, so the derivative on a bound is 1 (as torch.clamp), not 0.5."
-    if lo is not None:
-        x = jnp.where(x < lo, lo, x)
-    if hi is not None:
-        x = jnp.where(x > hi, hi, x)
-    return x
+def token_log_ratio(log_probs, old_log_probs) -> jax.Array:
+    """Per-token log importance ratio log pi_theta - log pi_old, clamped to [-20, 20].
 
+    Parameters
+    ----------
+    log_probs
+        log pi_theta of the sampled tokens, any shape
+    old_log_probs
+        log pi_old of the same tokens, the same shape; data (its gradient is stopped)
 
-def token_log_ratio(
-    log_probs,  # log pi_theta of the sampled tokens, any shape
-    old_log_probs,  # log pi_old of the same tokens, the same shape; data (its gradient is stopped)
-) -> jax.Array:  # clip(log_probs - old_log_probs, -20, 20), in the inputs' result dtype
-    "Per-token log importance ratio log pi_theta - log pi_old, clamped to [-20, 20]."
+    Returns
+    -------
+    jax.Array
+        clip(log_probs - old_log_probs, -20, 20), in the inputs' result dtype
+    """
     fn = "token_log_ratio"
     lp = as_float(fn, "log_probs", log_probs)
     old = as_float(fn, "old_log_probs", old_log_probs)
@@ -46,30 +45,33 @@ def token_log_ratio(
     return clamp(x, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP).astype(dtype)
 
 # %% ../../nbs/03a_log_ratios.ipynb #717a441b
-def _check_segments(fn: str, segments, shape) -> jax.Array:
-    if segments is None:
-        return jnp.zeros(shape, jnp.int32)
-    segments = jnp.asarray(segments)
-    if not jnp.issubdtype(segments.dtype, jnp.integer):
-        raise ValueError(f"{fn}: `segments` must be an integer array of sequence ids; got dtype {segments.dtype}")
-    check_same_shape(fn, "segments", segments, "log_probs", jnp.empty(shape))
-    return segments
+def sequence_log_ratio(log_probs, old_log_probs, mask, segments=None) -> jax.Array:
+    """GSPO's length-normalised sequence log ratio at every token, with each token's own gradient (GSPO-token).
 
+    Parameters
+    ----------
+    log_probs
+        log pi_theta of the sampled tokens [B, T]
+    old_log_probs
+        log pi_old of the same tokens [B, T]; data (no gradient)
+    mask
+        0/1 [B, T]: the tokens that belong to the responses
+    segments
+        optional integer ids [B, T] of packed sequences (per row); None: each row is one sequence
 
-def sequence_log_ratio(
-    log_probs,  # log pi_theta of the sampled tokens [B, T]
-    old_log_probs,  # log pi_old of the same tokens [B, T]; data (no gradient)
-    mask,  # 0/1 [B, T]: the tokens that belong to the responses
-    segments=None,  # optional integer ids [B, T] of packed sequences (per row); None: each row is one sequence
-) -> jax.Array:  # [B, T]: min(lp - sg(lp) + sg(pooled mean of lp - old), 10), in the inputs' result dtype
-    "GSPO's length-normalised sequence log ratio at every token, with each token's own gradient (GSPO-token)."
+    Returns
+    -------
+    jax.Array
+        [B, T]: min(lp - sg(lp) + sg(pooled mean of lp - old), 10), in the inputs' result dtype
+    """
     fn = "sequence_log_ratio"
     lp = as_float(fn, "log_probs", log_probs)
     old = as_float(fn, "old_log_probs", old_log_probs)
     check_rank(fn, "log_probs", lp, 2)
     check_same_shape(fn, "old_log_probs", old, "log_probs", lp)
     keep = as_mask(fn, mask, lp.shape, like="log_probs")
-    segments = _check_segments(fn, segments, lp.shape)
+    segments = (jnp.zeros(lp.shape, jnp.int32) if segments is None
+                else as_ids(fn, "segments", segments, lp.shape, like="log_probs"))
     dtype = jnp.result_type(lp, old)
     ct = stat_dtype(dtype)
     lp_kept = jnp.where(keep, lp.astype(ct), 0)  # select before any arithmetic

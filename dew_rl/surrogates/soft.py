@@ -9,56 +9,80 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..reductions import as_float, check_number, check_same_shape
-from .ppo import _prepare
-from .ratios import LOG_RATIO_CLAMP, clamp
+from .._checks import as_float, check_number, check_same_shape, surrogate_inputs
+from .._ops import clamp
+from .ratios import LOG_RATIO_CLAMP
 
 # %% auto #0
 __all__ = ['sapo_terms', 'cispo_terms']
 
 # %% ../../nbs/03d_soft_surrogates.ipynb #72d1fa79
-def _positive(fn: str, name: str, v) -> float:
-    return check_number(fn, name, v, lambda f: f > 0.0 and np.isfinite(f), "a positive finite number", static=True)
+def sapo_terms(log_ratio, advantages, mask, tau_pos: float = 1.0, tau_neg: float = 1.05) -> jax.Array:
+    """Per-token SAPO loss -(4 / tau) * sigmoid(tau * (rho - 1)) * A, tau = tau_pos where A > 0 else tau_neg.
 
+    Parameters
+    ----------
+    log_ratio
+        [B, T] log pi_theta - log pi_old, e.g. from token_log_ratio; clamped again to [-20, 20]
+    advantages
+        [B, T] advantages; treated as data (stop_gradient)
+    mask
+        [B, T] 0/1 loss mask
+    tau_pos
+        gate temperature where A > 0
+    tau_neg
+        gate temperature where A <= 0 (A = 0 gives a zero term either way)
 
-def sapo_terms(
-    log_ratio,  # [B, T] log pi_theta - log pi_old, e.g. from token_log_ratio; clamped again to [-20, 20]
-    advantages,  # [B, T] advantages; treated as data (stop_gradient)
-    mask,  # [B, T] 0/1 loss mask
-    tau_pos: float = 1.0,  # gate temperature where A > 0
-    tau_neg: float = 1.05,  # gate temperature where A <= 0 (A = 0 gives a zero term either way)
-) -> jax.Array:  # [B, T] per-token loss, zero outside the mask, in the result dtype of the inputs
-    "Per-token SAPO loss -(4 / tau) * sigmoid(tau * (rho - 1)) * A, tau = tau_pos where A > 0 else tau_neg."
+    Returns
+    -------
+    jax.Array
+        [B, T] per-token loss, zero outside the mask, in the result dtype of the inputs
+    """
     fn = "sapo_terms"
-    tp, tn = _positive(fn, "tau_pos", tau_pos), _positive(fn, "tau_neg", tau_neg)
-    x, adv, keep, ct, rt = _prepare(fn, log_ratio, advantages, mask)
+    tp, tn = (check_number(fn, name, v, lambda f: 0.0 < f < float("inf"), "a positive finite number", static=True)
+              for name, v in (("tau_pos", tau_pos), ("tau_neg", tau_neg)))
+    x, adv, keep, ct, rt = surrogate_inputs(fn, log_ratio, advantages, mask)
     rho = jnp.exp(clamp(x, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
     tau = jnp.where(adv > 0, jnp.asarray(tp, ct), jnp.asarray(tn, ct))
     gate = (4.0 / tau) * jax.nn.sigmoid(tau * (rho - 1.0))
     return jnp.where(keep, -gate * adv, 0).astype(rt)
 
 # %% ../../nbs/03d_soft_surrogates.ipynb #dd8deae9
-def cispo_terms(
-    log_ratio,  # [B, T] log pi_theta - log pi_old: source of the detached weight (clamped to [-20, 20])
-    log_probs,  # [B, T] log pi_theta of the sampled tokens: the gradient flows through these only
-    advantages,  # [B, T] advantages; treated as data (stop_gradient)
-    mask,  # [B, T] 0/1 loss mask
-    epsilon_low: float = 1.0,  # the weight is clipped below at 1 - epsilon_low; in [0, 1] (1: no lower bound)
-    epsilon_high: float = 4.0,  # the weight is clipped above at 1 + epsilon_high; >= 0 (default cap 5)
-) -> tuple:  # (terms [B, T] zero outside the mask, {"clipped": bool [B, T], rho outside the band})
-    "Per-token CISPO loss -sg(clip(rho, 1 - epsilon_low, 1 + epsilon_high)) * A * log_probs."
+def cispo_terms(log_ratio, log_probs, advantages, mask, epsilon_low: float = 1.0, epsilon_high: float = 4.0) -> tuple:
+    """Per-token CISPO loss -sg(clip(rho, 1 - epsilon_low, 1 + epsilon_high)) * A * log_probs.
+
+    Parameters
+    ----------
+    log_ratio
+        [B, T] log pi_theta - log pi_old: source of the detached weight (clamped to [-20, 20])
+    log_probs
+        [B, T] log pi_theta of the sampled tokens: the gradient flows through these only
+    advantages
+        [B, T] advantages; treated as data (stop_gradient)
+    mask
+        [B, T] 0/1 loss mask
+    epsilon_low
+        the weight is clipped below at 1 - epsilon_low; in [0, 1] (1: no lower bound)
+    epsilon_high
+        the weight is clipped above at 1 + epsilon_high; >= 0 (default cap 5)
+
+    Returns
+    -------
+    tuple
+        (terms [B, T] zero outside the mask, {"clipped": bool [B, T], rho outside the band})
+    """
     fn = "cispo_terms"
     lo = check_number(fn, "epsilon_low", epsilon_low, lambda v: 0.0 <= v <= 1.0,
                       "in [0, 1] (lower bound 1 - epsilon_low in [0, 1])", static=True)
     hi = check_number(fn, "epsilon_high", epsilon_high, lambda v: v >= 0.0,
                       ">= 0 (upper bound 1 + epsilon_high >= 1)", static=True)
-    x, adv, keep, ct, _ = _prepare(fn, log_ratio, advantages, mask)
+    x, adv, keep, ct, _ = surrogate_inputs(fn, log_ratio, advantages, mask)
     log_probs = as_float(fn, "log_probs", log_probs)
     check_same_shape(fn, "log_probs", log_probs, "log_ratio", x)
     rt = jnp.result_type(log_ratio, log_probs, advantages)
     ct = jnp.promote_types(ct, rt)
     lp = jnp.where(keep, log_probs.astype(ct), 0)
     rho = jnp.exp(clamp(x, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
-    weight = jax.lax.stop_gradient(jnp.clip(rho, 1.0 - lo, 1.0 + hi))
+    weight = jax.lax.stop_gradient(clamp(rho, 1.0 - lo, 1.0 + hi))
     clipped = keep & ((rho < 1.0 - lo) | (rho > 1.0 + hi))
     return jnp.where(keep, -weight * adv * lp, 0).astype(rt), {"clipped": clipped}

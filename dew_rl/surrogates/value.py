@@ -8,70 +8,89 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..reductions import aggregate, as_float, as_mask, check_number, check_rank, check_same_shape, stat_dtype, token_mean
+from .._checks import as_float, as_mask, check_number, check_rank, check_same_shape, stat_dtype
+from .._ops import clamp, larger
+from ..reductions import aggregate, token_mean
 
 # %% auto #0
 __all__ = ['clipped_value_loss_terms', 'clipped_value_loss']
 
 # %% ../../nbs/03e_value_loss.ipynb #a1b1da6e
-def _check_clip(fn: str, clip) -> None:
-    if clip is not None:  # NaN fails the comparison and is rejected
-        check_number(fn, "clip", clip, lambda c: c >= 0, "a non-negative number or None")
-
-
-def _value_errors(fn: str, predicted, returns, old_values, clip):
-    "Checked inputs -> (unclipped squared error, clipped squared error, output dtype), targets detached."
+def _value_terms(fn: str, predicted, returns, old_values, clip, mask=None):
+    "Checked inputs -> (per-token loss, clip indicator, keep or None, output dtype); targets detached."
     v = as_float(fn, "predicted", predicted)
     r = as_float(fn, "returns", returns)
     old = as_float(fn, "old_values", old_values)
     for name, a in (("returns", r), ("old_values", old)):
         check_same_shape(fn, name, a, "predicted", v)
-    _check_clip(fn, clip)
+    if clip is not None:  # NaN fails the comparison and is rejected
+        check_number(fn, "clip", clip, lambda c: c >= 0, "a non-negative number or None")
+    keep = None
+    if mask is not None:
+        check_rank(fn, "predicted", v, 2)
+        keep = as_mask(fn, mask, v.shape, like="predicted")
+        v, r, old = (jnp.where(keep, a, jnp.zeros((), a.dtype)) for a in (v, r, old))  # before any arithmetic
     out = jnp.result_type(v, r, old)
     ct = stat_dtype(out)
     v = v.astype(ct)
     r = jax.lax.stop_gradient(r).astype(ct)
     old = jax.lax.stop_gradient(old).astype(ct)
     err = (v - r) ** 2
-    if clip is None:
-        return err, err, out
-    v_clipped = jnp.clip(v, old - clip, old + clip)
-    return err, (v_clipped - r) ** 2, out
+    err_clipped = err if clip is None else (clamp(v, old - clip, old + clip) - r) ** 2
+    return (0.5 * larger(err, err_clipped)).astype(out), err_clipped > err, keep, out
 
 
-def clipped_value_loss_terms(
-    predicted,  # V: the critic's current values, [B, T] (any shape, shared by the three arrays)
-    returns,  # R: the regression targets (GAE returns); detached
-    old_values,  # V_old: the values recorded at rollout time; detached
-    clip: float | None = 0.2,  # c >= 0, half-width of the value trust region; None: no clipping
-) -> jax.Array:  # per-token loss, the shape of `predicted`, in the inputs' result dtype
-    "Per-token `0.5 * max((V - R)^2, (clip(V, V_old - c, V_old + c) - R)^2)`, targets detached."
-    err, err_clipped, out = _value_errors("clipped_value_loss_terms", predicted, returns, old_values, clip)
-    return (0.5 * jnp.where(err_clipped > err, err_clipped, err)).astype(out)
+def clipped_value_loss_terms(predicted, returns, old_values, clip: float | None = 0.2) -> jax.Array:
+    """Per-token `0.5 * max((V - R)^2, (clip(V, V_old - c, V_old + c) - R)^2)`, targets detached.
+
+    Parameters
+    ----------
+    predicted
+        V: the critic's current values, [B, T] (any shape, shared by the three arrays)
+    returns
+        R: the regression targets (GAE returns); detached
+    old_values
+        V_old: the values recorded at rollout time; detached
+    clip
+        c >= 0, half-width of the value trust region; None: no clipping
+
+    Returns
+    -------
+    jax.Array
+        per-token loss, the shape of `predicted`, in the inputs' result dtype
+    """
+    return _value_terms("clipped_value_loss_terms", predicted, returns, old_values, clip)[0]
 
 # %% ../../nbs/03e_value_loss.ipynb #74a1be9e
-def clipped_value_loss(
-    predicted,  # V: critic values [B, T]
-    returns,  # R: regression targets [B, T]; detached
-    old_values,  # V_old: values recorded at rollout time [B, T]; detached
-    mask,  # 0/1 loss mask [B, T]; masked inputs are replaced before any arithmetic
-    clip: float | None = 0.2,  # c >= 0, half-width of the value trust region; None: no clipping
-    mode: str = "token-mean",  # aggregation mode of `aggregate`
-    axis_name=None,  # mapped axis for data-parallel global counts
-    norm=None,  # the constant of seq-mean-token-sum-norm (only for that mode)
-) -> tuple[jax.Array, dict[str, jax.Array]]:  # (scalar loss, {"vf_clipfrac": scalar})
-    "Aggregated clipped value loss with masked inputs sanitised, and the value clip fraction."
-    fn = "clipped_value_loss"
-    v = as_float(fn, "predicted", predicted)
-    check_rank(fn, "predicted", v, 2)
-    keep = as_mask(fn, mask, v.shape, like="predicted")
-    r = as_float(fn, "returns", returns)
-    old = as_float(fn, "old_values", old_values)
-    for name, a in (("returns", r), ("old_values", old)):
-        check_same_shape(fn, name, a, "predicted", v)
-    v, r, old = (jnp.where(keep, a, jnp.zeros((), a.dtype)) for a in (v, r, old))
-    err, err_clipped, out = _value_errors(fn, v, r, old, clip)
-    terms = (0.5 * jnp.where(err_clipped > err, err_clipped, err)).astype(out)
+def clipped_value_loss(predicted, returns, old_values, mask, clip: float | None = 0.2, mode: str = "token-mean",
+                       axis_name=None, norm=None) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """Aggregated clipped value loss with masked inputs sanitised, and the value clip fraction.
+
+    Parameters
+    ----------
+    predicted
+        V: critic values [B, T]
+    returns
+        R: regression targets [B, T]; detached
+    old_values
+        V_old: values recorded at rollout time [B, T]; detached
+    mask
+        0/1 loss mask [B, T]; masked inputs are replaced before any arithmetic
+    clip
+        c >= 0, half-width of the value trust region; None: no clipping
+    mode
+        aggregation mode of `aggregate`
+    axis_name
+        mapped axis for data-parallel global counts
+    norm
+        the constant of seq-mean-token-sum-norm (only for that mode)
+
+    Returns
+    -------
+    tuple[jax.Array, dict[str, jax.Array]]
+        (scalar loss, {"vf_clipfrac": scalar})
+    """
+    terms, is_clipped, keep, out = _value_terms("clipped_value_loss", predicted, returns, old_values, clip, mask)
     loss = aggregate(terms, keep, mode, axis_name=axis_name, norm=norm)
-    clipfrac = token_mean((err_clipped > err).astype(stat_dtype(out)), keep, axis_name=axis_name)
+    clipfrac = token_mean(is_clipped.astype(stat_dtype(out)), keep, axis_name=axis_name)
     return loss, {"vf_clipfrac": clipfrac.astype(out)}
