@@ -63,6 +63,7 @@ readme: env
 
 bench: env
 	$(PY) tools/bench.py
+	$(PY) tools/bench_logits.py --vocab 32768 --memory-only 151936
 
 clean:
 	rm -rf $(SITE) docs/_site_src .pytest_cache

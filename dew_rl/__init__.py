@@ -10,7 +10,8 @@ __all__ = ['AGGREGATION_MODES', 'STATS_EPS', 'LossCounts', 'aggregate', 'global_
            'SEQUENCE_LOG_RATIO_MAX', 'k1_kl', 'k2_kl', 'k3_kl', 'kl_penalty', 'sequence_log_ratio', 'token_log_ratio',
            'SEQUENCE_STATISTICS', 'behavior_importance_weights', 'cispo_terms', 'clipped_surrogate',
            'clipped_surrogate_terms', 'clipped_value_loss', 'clipped_value_loss_terms', 'preference_ipo',
-           'preference_logsigmoid', 'preference_margin', 'sapo_terms', 'sequence_importance_weights']
+           'preference_logsigmoid', 'preference_margin', 'sapo_terms', 'sequence_importance_weights', 'VOCAB_CHUNK',
+           'entropy_from_logits', 'linear_log_probs_and_entropy', 'log_probs_from_logits']
 
 # %% ../nbs/99_api.ipynb #c79b51bf
 __version__ = "0.1.0"
@@ -31,6 +32,7 @@ from .surrogates.value import clipped_value_loss, clipped_value_loss_terms
 from .surrogates.importance import (SEQUENCE_STATISTICS, behavior_importance_weights,
                                           sequence_importance_weights)
 from .surrogates.preference import preference_ipo, preference_logsigmoid, preference_margin
+from .logits import VOCAB_CHUNK, entropy_from_logits, linear_log_probs_and_entropy, log_probs_from_logits
 
 # %% ../nbs/99_api.ipynb #a9373c46
 _all_ = [
@@ -47,4 +49,6 @@ _all_ = [
     "SEQUENCE_STATISTICS", "behavior_importance_weights", "cispo_terms", "clipped_surrogate",
     "clipped_surrogate_terms", "clipped_value_loss", "clipped_value_loss_terms", "preference_ipo",
     "preference_logsigmoid", "preference_margin", "sapo_terms", "sequence_importance_weights",
+    # from logits
+    "VOCAB_CHUNK", "entropy_from_logits", "linear_log_probs_and_entropy", "log_probs_from_logits",
 ]

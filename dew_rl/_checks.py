@@ -13,9 +13,9 @@ import numpy as np
 from jax.experimental import checkify
 
 # %% auto #0
-__all__ = ['shape_text', 'as_float', 'as_mask', 'as_ids', 'check_axes', 'check_rank', 'check_same_shape', 'check_rows',
-           'stat_dtype', 'check_number', 'check_int', 'check_flag', 'check_choice', 'as_groups', 'surrogate_inputs',
-           'check_clip_offsets', 'EmptyBatchError', 'report_if_empty']
+__all__ = ['shape_text', 'as_float', 'as_mask', 'as_ids', 'check_axes', 'check_ids_below', 'check_dim', 'check_rank',
+           'check_same_shape', 'check_rows', 'stat_dtype', 'check_number', 'check_int', 'check_flag', 'check_choice',
+           'as_groups', 'surrogate_inputs', 'check_clip_offsets', 'EmptyBatchError', 'report_if_empty']
 
 # %% ../nbs/00a_checks.ipynb #ac956435
 def shape_text(shape) -> str:
@@ -118,6 +118,36 @@ def check_axes(fn: str, axis, ndim: int) -> tuple:
         if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)) or not -ndim <= a < ndim:
             raise ValueError(f"{fn}: `axis` must be None or integers in [-{ndim}, {ndim}); got {axis!r}")
     return axes
+
+
+def check_ids_below(fn: str, name: str, ids, size: int, what: str) -> None:
+    """`ValueError` unless host integer ids lie in `[0, size)`; a JAX array passes unread.
+
+    Parameters
+    ----------
+    fn
+        str: the public function's name
+    name
+        str: the argument's name
+    ids
+        the argument as the caller passed it: a NumPy array, a Python int or a nested list is checked
+        by value; a JAX array, concrete or traced, is not (that would read a device value back)
+    size
+        int: the number of valid ids
+    what
+        str: what `size` counts, for the message
+    """
+    if isinstance(ids, jax.Array):
+        return
+    a = np.asarray(ids)
+    if a.size and (a.min() < 0 or a.max() >= size):
+        raise ValueError(f"{fn}: `{name}` must lie in [0, {size}) ({what}); got values in [{a.min()}, {a.max()}]")
+
+
+def check_dim(fn: str, name: str, x, axis: int, size: int, layout: str, what: str) -> None:
+    "`ValueError` unless `x.shape[axis] == size`; `layout` and `what` describe the expected shape."
+    if x.shape[axis] != size:
+        raise ValueError(f"{fn}: `{name}` must be {layout} with {what}; got shape {shape_text(x.shape)}")
 
 
 def check_rank(fn: str, name: str, x, rank: int, layout: str = "[B, T]") -> None:

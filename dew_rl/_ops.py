@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 # %% auto #0
-__all__ = ['clamp', 'larger', 'smaller', 'sum_over', 'centre_in_groups']
+__all__ = ['clamp', 'larger', 'smaller', 'sum_over', 'vary_together', 'centre_in_groups']
 
 # %% ../nbs/00b_ops.ipynb #0bd52591
 def clamp(x, lo=None, hi=None) -> jax.Array:
@@ -51,6 +51,26 @@ def sum_over(axis_name, *values) -> tuple:
     if axis_name is None:
         return values
     return tuple(jax.lax.psum(v, axis_name) for v in values)
+
+# %% ../nbs/00b_ops.ipynb #66e06a55
+def _varying(aval) -> frozenset:
+    mat = getattr(aval, "mat", None)  # jax >= 0.10: the manual-axis type; older: `vma`
+    return frozenset(mat.varying) if mat is not None else frozenset(getattr(aval, "vma", ()))
+
+
+def vary_together(*xs):
+    """Mark every array as varying over the mapped axes any of them varies over (no-op outside shard_map).
+
+    A custom VJP must return each cotangent with its primal's type: the weight is replicated over
+    `dp` but its per-shard gradient varies. Casting the weight to varying first (`pcast`, whose
+    transpose is a `psum`) makes the rule type-correct and sums the weight's gradient over shards.
+    """
+    axes = frozenset().union(*(_varying(jax.typeof(x)) for x in xs))
+    out = []
+    for x in xs:
+        missing = tuple(sorted(axes - _varying(jax.typeof(x)), key=str))
+        out.append(jax.lax.pcast(x, missing, to="varying") if missing else x)
+    return out
 
 # %% ../nbs/00b_ops.ipynb #6eb4a175
 def centre_in_groups(x) -> jax.Array:

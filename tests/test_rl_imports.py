@@ -1,6 +1,6 @@
 """The import arrow of dew_rl points one way.
 
-    _checks, _ops  <-  reductions  <-  advantages, surrogates  <-  objectives
+    _checks, _ops  <-  reductions  <-  advantages, surrogates, logits  <-  objectives
 
 - Nothing outside `dew_rl/objectives` imports `dew_rl.objectives`, not even `dew_rl/__init__.py`.
 - The private internals (`_checks`: input checking; `_ops`: shared numerics) import nothing from
@@ -56,7 +56,8 @@ ALLOWED = {  # layer -> layers it may import from
     "reductions": {"reductions"} | PRIVATE,
     "advantages": {"advantages", "reductions"} | PRIVATE,
     "surrogates": {"surrogates", "reductions"} | PRIVATE,
-    "objectives": {"objectives", "advantages", "surrogates", "reductions"} | PRIVATE,
+    "logits": {"logits", "reductions"} | PRIVATE,
+    "objectives": {"objectives", "advantages", "surrogates", "reductions", "logits"} | PRIVATE,
 }
 
 

@@ -1,0 +1,177 @@
+"""Time and compiled temporary memory of `linear_log_probs_and_entropy` against the naive forms.
+
+    python tools/bench_logits.py                 # V = 32768 and 151936 (Qwen's vocabulary)
+    python tools/bench_logits.py --vocab 32768   # one vocabulary only
+    python tools/bench_logits.py --vocab 32768 --memory-only 151936   # time 32k, only compile 152k
+    DEW_RL_TORCH_PYTHON=/path/to/venv/bin/python python tools/bench_logits.py   # add torch
+
+Every case is the training step of the log-prob and entropy path: forward and backward of
+sum(log_probs) + sum(entropy) w.r.t. `hidden` [N, D] and `weight` [D, V], float32, at N = 4096
+tokens and D = 1024 (one micro-batch of a 1B-class model). Three contestants:
+
+* ours: `dew_rl.linear_log_probs_and_entropy` (vocabulary chunks, custom VJP), jitted;
+* naive JAX: `log_softmax(hidden @ weight)`, a gather and -sum(p log p), jitted;
+* torch (optional): `log_softmax(hidden @ weight)` + `gather` and the same entropy, with autograd,
+  float32 on CPU, run in its own interpreter named by DEW_RL_TORCH_PYTHON (an environment with
+  torch==2.13.0; skipped with a note when it is not set or cannot import torch).
+
+Time is the median over `--rounds` interleaved rounds (each round runs every contestant once, so a
+slow spell of a shared machine hits all of them), after one warm-up call that compiles. Memory is
+XLA's compiled temporary bytes (`memory_analysis().temp_size_in_bytes`) for the JAX contestants and
+the peak resident-set growth for torch (`ru_maxrss`, a coarser measure). The ratios are printed and
+written to docs/bench_logits.json. Nothing is asserted: speed is reported, never tested.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from dew_rl.logits import VOCAB_CHUNK, linear_log_probs_and_entropy
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "docs" / "bench_logits.json"
+
+TORCH_CHILD = textwrap.dedent(r"""
+    import json, resource, statistics, sys, time
+    import numpy as np, torch
+    torch.manual_seed(0)
+    N, D, V, rounds = (int(a) for a in sys.argv[1:5])
+    h = torch.randn(N, D, requires_grad=True)
+    w = (torch.randn(D, V) / D ** 0.5).requires_grad_(True)
+    tok = torch.randint(0, V, (N,))
+    def step():
+        logp = torch.log_softmax(h @ w, dim=-1)
+        lp = logp.gather(-1, tok[:, None])[:, 0]
+        ent = -(logp.exp() * logp).sum(-1)
+        (lp.sum() + ent.sum()).backward()
+        h.grad = None; w.grad = None
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    step()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter(); step(); times.append(time.perf_counter() - t0)
+        print(json.dumps({"round": times[-1]}), flush=True)
+    print(json.dumps({"times": times, "peak_rss_growth_bytes": (peak - base) * 1024, "torch": torch.__version__,
+                      "threads": torch.get_num_threads()}))
+""")
+
+
+def jax_cases(N, D, V, C, run=True):
+    rng = np.random.default_rng(0)
+    if run:
+        h = jnp.asarray(rng.normal(size=(1, N, D)).astype(np.float32))
+        w = jnp.asarray((rng.normal(size=(D, V)) / np.sqrt(D)).astype(np.float32))
+        tok = jnp.asarray(rng.integers(0, V, size=(1, N)).astype(np.int32))
+    else:  # shapes only: compile, never allocate
+        h, w = jax.ShapeDtypeStruct((1, N, D), jnp.float32), jax.ShapeDtypeStruct((D, V), jnp.float32)
+        tok = jax.ShapeDtypeStruct((1, N), jnp.int32)
+
+    def naive(h, w, t):
+        logp = jax.nn.log_softmax(h @ w, axis=-1)
+        return jnp.take_along_axis(logp, t[..., None], -1)[..., 0], -jnp.sum(jnp.exp(logp) * logp, -1)
+
+    ours = lambda h, w, t: linear_log_probs_and_entropy(h, w, t, 1.0, C)
+    out = {}
+    for name, f in (("ours", ours), ("naive", naive)):
+        g = jax.jit(jax.grad(lambda h, w, t: (lambda o: jnp.sum(o[0]) + jnp.sum(o[1]))(f(h, w, t)), (0, 1)))
+        compiled = g.lower(h, w, tok).compile()
+        temp = compiled.memory_analysis().temp_size_in_bytes
+        out[name] = (lambda c=compiled: jax.block_until_ready(c(h, w, tok)), temp)
+    return out
+
+
+def torch_start(N, D, V, rounds):
+    py = os.environ.get("DEW_RL_TORCH_PYTHON")
+    if not py:
+        return None, "DEW_RL_TORCH_PYTHON not set"
+    try:
+        proc = subprocess.run([py, "-c", "import torch"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, f"{py}: {e}"
+    if proc.returncode:
+        return None, f"{py} cannot import torch"
+    return [py, "-c", TORCH_CHILD, str(N), str(D), str(V), str(rounds)], None
+
+
+def bench(V, N, D, C, rounds):
+    cases = jax_cases(N, D, V, C)
+    times = {k: [] for k in cases}
+    for fn, _ in cases.values():
+        fn()  # warm-up: compiled already, first run pays page faults
+    for r in range(rounds):  # interleaved rounds
+        for k, (fn, _) in cases.items():
+            t0 = time.perf_counter(); fn(); times[k].append(time.perf_counter() - t0)
+        print(f"  V={V} round {r + 1}/{rounds}: " + ", ".join(f"{k} {times[k][-1]:.2f}s" for k in cases), flush=True)
+    row = {"V": V, "ours_s": statistics.median(times["ours"]), "naive_s": statistics.median(times["naive"]),
+           "ours_temp_bytes": cases["ours"][1], "naive_temp_bytes": cases["naive"][1],
+           "ours_rounds_s": times["ours"], "naive_rounds_s": times["naive"]}
+    del cases
+    cmd, why = torch_start(N, D, V, rounds)
+    if cmd is None:
+        row.update(torch_s=None, torch_note=why)
+    else:  # run after the JAX rounds, so the two processes never compete for the two cores
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode:
+            row.update(torch_s=None, torch_note=proc.stderr.strip().splitlines()[-1:])
+        else:
+            res = json.loads(proc.stdout.strip().splitlines()[-1])
+            row.update(torch_s=statistics.median(res["times"]), torch_rounds_s=res["times"],
+                       torch_peak_rss_growth_bytes=res["peak_rss_growth_bytes"], torch_version=res["torch"],
+                       torch_threads=res["threads"])
+    return row
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--vocab", type=int, nargs="*", default=[32768, 151936])
+    ap.add_argument("--tokens", type=int, default=4096)
+    ap.add_argument("--hidden", type=int, default=1024)
+    ap.add_argument("--chunk-size", type=int, default=VOCAB_CHUNK)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--memory-only", type=int, nargs="*", default=[],
+                    help="vocabularies whose compiled memory is reported without timing (too slow to run here)")
+    ap.add_argument("--out", type=Path, default=OUT)
+    a = ap.parse_args(argv)
+    results = []
+    for V in a.vocab:
+        print(f"V = {V}: N = {a.tokens}, D = {a.hidden}, chunk_size = {a.chunk_size}", flush=True)
+        results.append(bench(V, a.tokens, a.hidden, a.chunk_size, a.rounds))
+    for V in a.memory_only:
+        print(f"V = {V}: compiled memory only", flush=True)
+        cases = jax_cases(a.tokens, a.hidden, V, a.chunk_size, run=False)
+        results.append({"V": V, "ours_s": None, "naive_s": None, "torch_s": None, "torch_note": "not timed",
+                        "ours_temp_bytes": cases["ours"][1], "naive_temp_bytes": cases["naive"][1]})
+        del cases
+    machine = f"{platform.machine()}, {os.cpu_count()} CPUs, jax {jax.__version__} on {jax.default_backend()}"
+    report = {"machine": machine, "N": a.tokens, "D": a.hidden, "chunk_size": a.chunk_size, "rounds": a.rounds,
+              "step": "forward + backward of sum(log_probs) + sum(entropy), float32", "results": results}
+    print(f"\n{'V':>7} {'ours s':>8} {'naive s':>8} {'torch s':>8} {'naive/ours':>10} {'torch/ours':>10} "
+          f"{'temp MiB ours':>13} {'naive':>8} {'mem naive/ours':>14}")
+    for r in results:
+        t, o, n = r["torch_s"], r["ours_s"], r["naive_s"]
+        f2 = lambda x: "—" if x is None else f"{x:.2f}"
+        print(f"{r['V']:>7} {f2(o):>8} {f2(n):>8} {f2(t):>8} "
+              f"{f2(o and n / o):>10} {f2(o and t and t / o):>10} "
+              f"{r['ours_temp_bytes'] / 2**20:>13.0f} {r['naive_temp_bytes'] / 2**20:>8.0f} "
+              f"{r['naive_temp_bytes'] / r['ours_temp_bytes']:>14.1f}")
+        if t is None:
+            print(f"        torch skipped: {r['torch_note']}")
+    a.out.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"\nwritten to {a.out.relative_to(ROOT) if a.out.is_relative_to(ROOT) else a.out}")
+
+
+if __name__ == "__main__":
+    main()
