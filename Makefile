@@ -48,7 +48,7 @@ test: env browser check-sync site
 	fi
 
 docs: env
-	flock /tmp/dew_rl_site.lock $(BIN)/sphinx-build -b html -D nb_execution_mode=force docs $(SITE)
+	DEW_RL_NO_PROGRESS=1 flock /tmp/dew_rl_site.lock $(BIN)/sphinx-build -b html -D nb_execution_mode=force docs $(SITE)
 	@echo; echo "Site built: open $(abspath $(SITE))/index.html"
 
 # Author a notebook: make nb NB=nbs/01_reductions.md (or .ipynb) - sync twins, execute, clean, export.

@@ -6,9 +6,9 @@
 __all__ = ['AGGREGATION_MODES', 'STATS_EPS', 'LossCounts', 'aggregate', 'global_masked_whiten', 'loss_counts', 'masked_mean',
            'masked_whiten', 'response_mean', 'segment_mean', 'token_mean', 'GROUP_EPS', 'VAR_FLOOR', 'gae', 'gae_raw',
            'global_masked_moments', 'global_masked_normalize', 'group_advantage', 'group_baseline_advantage',
-           'reinforce_plus_plus_returns', 'rloo_advantage', 'KL_OUTPUT_CLAMP', 'KL_PENALTY_KINDS', 'LOG_RATIO_CLAMP',
-           'SEQUENCE_LOG_RATIO_MAX', 'k1_kl', 'k2_kl', 'k3_kl', 'kl_penalty', 'sequence_log_ratio', 'token_log_ratio',
-           'SEQUENCE_STATISTICS', 'behavior_importance_weights', 'cispo_terms', 'clipped_surrogate',
+           'overlong_penalty', 'reinforce_plus_plus_returns', 'rloo_advantage', 'KL_OUTPUT_CLAMP', 'KL_PENALTY_KINDS',
+           'LOG_RATIO_CLAMP', 'SEQUENCE_LOG_RATIO_MAX', 'k1_kl', 'k2_kl', 'k3_kl', 'kl_penalty', 'sequence_log_ratio',
+           'token_log_ratio', 'SEQUENCE_STATISTICS', 'behavior_importance_weights', 'cispo_terms', 'clipped_surrogate',
            'clipped_surrogate_terms', 'clipped_value_loss', 'clipped_value_loss_terms', 'preference_ipo',
            'preference_logsigmoid', 'preference_margin', 'sapo_terms', 'sequence_importance_weights', 'VOCAB_CHUNK',
            'entropy_from_logits', 'linear_log_probs_and_entropy', 'log_probs_from_logits']
@@ -20,7 +20,7 @@ __version__ = "0.1.0"
 from .reductions import (AGGREGATION_MODES, STATS_EPS, LossCounts, aggregate, global_masked_whiten, loss_counts,
                                masked_mean, masked_whiten, response_mean, segment_mean, token_mean)
 from .advantages.gae import gae, gae_raw
-from .advantages.group import GROUP_EPS, group_advantage
+from .advantages.group import GROUP_EPS, group_advantage, overlong_penalty
 from .advantages.rloo import rloo_advantage
 from .advantages.normalize import VAR_FLOOR, global_masked_moments, global_masked_normalize
 from .advantages.reinforce_pp import group_baseline_advantage, reinforce_plus_plus_returns
@@ -41,7 +41,7 @@ _all_ = [
     "masked_whiten", "response_mean", "segment_mean", "token_mean",
     # advantages
     "GROUP_EPS", "VAR_FLOOR", "gae", "gae_raw", "global_masked_moments", "global_masked_normalize", "group_advantage",
-    "group_baseline_advantage", "reinforce_plus_plus_returns", "rloo_advantage",
+    "group_baseline_advantage", "overlong_penalty", "reinforce_plus_plus_returns", "rloo_advantage",
     # ratios and KL
     "KL_OUTPUT_CLAMP", "KL_PENALTY_KINDS", "LOG_RATIO_CLAMP", "SEQUENCE_LOG_RATIO_MAX", "k1_kl", "k2_kl", "k3_kl",
     "kl_penalty", "sequence_log_ratio", "token_log_ratio",

@@ -15,7 +15,8 @@ from jax.experimental import checkify
 # %% auto #0
 __all__ = ['shape_text', 'as_float', 'as_mask', 'as_ids', 'check_axes', 'check_ids_below', 'check_dim', 'check_rank',
            'check_same_shape', 'check_rows', 'stat_dtype', 'check_number', 'check_int', 'check_flag', 'check_choice',
-           'as_groups', 'surrogate_inputs', 'check_clip_offsets', 'EmptyBatchError', 'report_if_empty']
+           'as_groups', 'surrogate_inputs', 'check_clip_offsets', 'check_present', 'check_absent', 'check_whole_groups',
+           'EmptyBatchError', 'report_if_empty']
 
 # %% ../nbs/00a_checks.ipynb #ac956435
 def shape_text(shape) -> str:
@@ -308,6 +309,26 @@ def check_clip_offsets(fn: str, epsilon_low, epsilon_high, dual_clip) -> tuple:
     if dual_clip is not None:
         dual_clip = check_number(fn, "dual_clip", dual_clip, lambda v: v > 1.0, "None or a number > 1", static=True)
     return lo, hi, dual_clip
+
+# %% ../nbs/00a_checks.ipynb #ad2846d5
+def check_present(fn: str, name: str, value, why: str) -> None:
+    "`ValueError` when a required optional argument is None; `why` says who needs it."
+    if value is None:
+        raise ValueError(f"{fn}: `{name}` is required {why}; got None")
+
+
+def check_absent(fn: str, name: str, value, why: str) -> None:
+    "`ValueError` when an argument that must be None is given; `why` says why it is not read."
+    if value is not None:
+        raise ValueError(f"{fn}: `{name}` must be None {why}; got an array")
+
+
+def check_whole_groups(fn: str, name: str, rows: int, group: int) -> None:
+    "`ValueError` unless the local batch holds whole groups (`rows % group == 0`): a group is never split across shards."
+    if rows % group:
+        raise ValueError(f"{fn}: `{name}` must hold whole groups: its {rows} local rows must be a multiple of "
+                         f"n_samples_per_prompt={group}, so that no group is split across data-parallel shards; "
+                         f"got {rows} % {group} = {rows % group}")
 
 # %% ../nbs/00a_checks.ipynb #2880240d
 _checkified = checkify.checkify(lambda: None)

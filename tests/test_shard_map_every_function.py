@@ -45,6 +45,7 @@ CASES = {
     "gae_raw": (lambda x, y, m: rl.gae_raw(x, y, m, 0.9, 0.95), (X, Y, M), False),
     "group_advantage": (lambda r: rl.group_advantage(r, 2), (R,), False),
     "rloo_advantage": (lambda r: rl.rloo_advantage(r, 2), (R,), False),
+    "overlong_penalty": (lambda m: rl.overlong_penalty(m, T, 2), (M,), False),
     "group_baseline_advantage": (lambda r, m: rl.group_baseline_advantage(r, m, 2), (R, M), False),
     "reinforce_plus_plus_returns": (lambda r, y, m: rl.reinforce_plus_plus_returns(r, y, m, 0.1, 0.9), (R, Y, M), False),
     "global_masked_moments": (lambda x, m: rl.global_masked_moments(x, m, axis_name="dp"), (X, M), True),

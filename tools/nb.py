@@ -7,6 +7,7 @@ in the .ipynb so that nbval can compare them; the .md twin holds no outputs.
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,9 @@ def build(path: Path) -> None:
     run(BIN / "jupytext", "--quiet", "--sync", path)
     nb = path.with_suffix(".ipynb")
     run(BIN / "nbdev_export")  # the notebook imports its own freshly exported module
-    run(BIN / "jupyter", "execute", "--inplace", "--timeout=600", nb.name, cwd=nb.parent)
+    # no progress bars in stored outputs (the learning-curve chapter shows one when run by hand)
+    subprocess.run([str(BIN / "jupyter"), "execute", "--inplace", "--timeout=900", nb.name], cwd=nb.parent, check=True,
+                   env={**os.environ, "DEW_RL_NO_PROGRESS": "1"})
     run(BIN / "nbdev_clean", "--fname", nb)
     # The twin is written exactly as the drift check (tools/check_sync.py) regenerates it.
     twin = subprocess.run([str(BIN / "jupytext"), "--quiet", "--to", "md:myst", "--opt",

@@ -9,11 +9,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import as_groups, check_flag, check_number
+from .._checks import as_groups, as_mask, check_flag, check_int, check_number, check_rank
 from .._ops import centre_in_groups
 
 # %% auto #0
-__all__ = ['GROUP_EPS', 'group_advantage']
+__all__ = ['GROUP_EPS', 'group_advantage', 'overlong_penalty']
 
 # %% ../../nbs/02b_group_advantage.ipynb #11795cc5
 GROUP_EPS = 1e-6  # added to the group standard deviation (verl 0.9.1, Tunix 0.1.7)
@@ -51,3 +51,39 @@ def group_advantage(rewards, group: int, normalise_by_std: bool = True, eps: flo
         denom = std + jnp.asarray(eps, x.dtype)
         centred = jnp.where(denom > 0, centred / jnp.where(denom > 0, denom, 1), 0)  # eps=0: 0, not 0/0
     return centred.reshape(-1).astype(dtype)
+
+# %% ../../nbs/02b_group_advantage.ipynb #b86a7cc7
+def overlong_penalty(mask, max_response_length, buffer_len, factor=1.0):
+    """DAPO's soft overlong penalty per row, `-factor * clip((L - (L_max - L_buf)) / L_buf, 0, 1)`, L = kept tokens.
+
+    Parameters
+    ----------
+    mask
+        [B, T] 0/1: each row's response tokens; L is the row's count of kept positions
+    max_response_length
+        int >= 1: L_max, the longest response the sampler allows
+    buffer_len
+        int in [1, L_max]: L_buf, the length of the soft zone before L_max
+    factor
+        float >= 0: the penalty at and beyond L_max
+
+    Returns
+    -------
+    jax.Array
+        [B] float32: the penalty (<= 0) to add to the outcome rewards
+
+    Source
+    ------
+    DAPO, arXiv:2503.14476 (soft overlong punishment; version read not recorded).
+    """
+    fn = "overlong_penalty"
+    mask = jnp.asarray(mask)
+    check_rank(fn, "mask", mask, 2)
+    keep = as_mask(fn, mask, mask.shape)
+    L_max = check_int(fn, "max_response_length", max_response_length, 1)
+    L_buf = check_int(fn, "buffer_len", buffer_len, 1)
+    if L_buf > L_max:
+        raise ValueError(f"{fn}: `buffer_len` must be <= max_response_length={L_max}; got {L_buf}")
+    check_number(fn, "factor", factor, lambda v: v >= 0, "a number >= 0")
+    length = keep.sum(axis=-1, dtype=jnp.int32).astype(jnp.float32)
+    return -factor * jnp.clip((length - (L_max - L_buf)) / L_buf, 0.0, 1.0)
