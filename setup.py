@@ -1,7 +1,7 @@
 """Packaging for dew_rl, driven by settings.ini (the nbdev 2 configuration).
 
 Written here instead of nbdev's template: the template has no Python 3.11 classifier and
-crashes with `min_python = 3.11` (shared/toolchain.md, gotcha 1).
+crashes with `min_python = 3.11` (its version list has no 3.11).
 """
 from configparser import ConfigParser
 from pathlib import Path

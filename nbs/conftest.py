@@ -2,7 +2,7 @@
 
 `nbdev_clean` blanks execution counts but keeps outputs; strict nbval then reports every cell that
 has outputs as "Unrun reference cell has outputs". Restoring a count on collected cells before
-nbval compares makes it check those stored outputs (shared/toolchain.md, gotcha 3).
+nbval compares makes it check those stored outputs (nbdev_clean blanks execution counts but keeps outputs).
 """
 
 def pytest_collection_modifyitems(session, config, items):

@@ -1,8 +1,7 @@
 """dew_rl against OpenRLHF 0.11.2 itself, run as an oracle.
 
 The expected values were produced by the real framework (PyPI openrlhf==0.11.2 on torch 2.13.0 CPU) by
-tools/make_openrlhf_fixtures.py and frozen in tests/fixtures/openrlhf_0_11_2.npz (shared/anchors/
-oracles.md); no OpenRLHF code is in this repository. What is compared, and where the conventions
+tools/make_openrlhf_fixtures.py and frozen in tests/fixtures/openrlhf_0_11_2.npz (the script's docstring says how it is installed); no OpenRLHF code is in this repository. What is compared, and where the conventions
 deliberately differ (each difference is asserted exactly, not skipped):
 
 * REINFORCE++ (`reinforce`, gamma 1 and 0.9) and REINFORCE++-baseline (`reinforce_baseline` with the KL

@@ -2,7 +2,7 @@
 
 The expected values were produced by the real framework (PyPI google-tunix==0.1.7 = tag v0.1.7,
 ce63a9fd, installed "lite" with jax 0.10.2 on CPU) by tools/make_tunix_fixtures.py and frozen in
-tests/fixtures/tunix_0_1_7.npz, as shared/anchors/oracles.md recommends; no Tunix code is in this
+tests/fixtures/tunix_0_1_7.npz (the script's docstring says how it is installed); no Tunix code is in this
 repository. Each test runs the dew_rl function on the same inputs and compares where the chapters
 claim Tunix's convention, and asserts the documented difference exactly where they do not:
 

@@ -2,7 +2,7 @@
 
 The expected values were produced by the real framework (PyPI verl==0.9.1 on torch 2.13.0 CPU, in
 float64) by tools/make_verl_fixtures.py and frozen in tests/fixtures/verl_0_9_1.npz, as
-shared/anchors/oracles.md recommends; no verl code is in this repository. Each test runs the dew_rl
+that script's docstring describes; no verl code is in this repository. Each test runs the dew_rl
 function in float64 on the same inputs and compares, so these tests fail if a convention that the
 chapters claim to share with verl drifts: GAE's masked-step carry and Bessel whitening, the GRPO /
 Dr.GRPO / RLOO group statistics, the k1/k2/k3 clamps, the five aggregation modes, the dual-clip

@@ -2,8 +2,8 @@
 
 dew_rl runs jitted on this machine's default JAX device, float32, at a typical post-training batch
 (B = 64 responses of T = 2048 tokens, groups of 8). verl runs in its own interpreter, named by
-DEW_RL_VERL_PYTHON (an environment with torch 2.13.0 and verl 0.9.1, see tools/make_verl_fixtures.py
-and shared/anchors/oracles.md), on the same shapes as float32 torch CPU tensors. Without it the
+DEW_RL_VERL_PYTHON (an environment with torch 2.13.0 and verl 0.9.1, see the docstring of
+tools/make_verl_fixtures.py), on the same shapes as float32 torch CPU tensors. Without it the
 ratios are against float64 NumPy implementations of the same formulas, and say so.
 
 Each timing is the median of repeated calls after a warm-up (compilation excluded, as it is paid

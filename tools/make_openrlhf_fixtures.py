@@ -1,7 +1,7 @@
 """Freeze OpenRLHF 0.11.2's outputs on seeded inputs as a test fixture (tests/fixtures/openrlhf_0_11_2.npz).
 
 OpenRLHF is a reference framework, not a dependency: this script runs in a separate environment that
-has it (shared/anchors/oracles.md: `pip install torch==2.13.0 numpy`, then
+has it (`pip install torch==2.13.0 numpy`, then
 `pip install --no-deps openrlhf==0.11.2`). Its package `__init__` needs CUDA-only and distributed
 packages, so the script imports nothing through it: it registers empty package modules for the
 packages on the way, in-memory stubs for `deepspeed`, `ray`, the experience module and the Ray

@@ -1,7 +1,7 @@
 """Freeze Tunix 0.1.7's outputs on seeded inputs as a test fixture (tests/fixtures/tunix_0_1_7.npz).
 
 Tunix is a reference framework, not a dependency: this script runs in a separate environment that
-has it, installed "lite" as shared/anchors/oracles.md describes:
+has it, installed "lite":
 
     python3 -m venv /tmp/tunix-oracle
     /tmp/tunix-oracle/bin/pip install --no-deps google-tunix==0.1.7

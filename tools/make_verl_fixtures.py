@@ -1,7 +1,7 @@
 """Freeze verl 0.9.1's outputs on seeded inputs as a test fixture (tests/fixtures/verl_0_9_1.npz).
 
 verl is a reference framework, not a dependency: this script runs in a separate environment that
-has it (see shared/anchors/oracles.md: torch==2.13.0, verl==0.9.1 with --no-deps, a stub `ray`
+has it (torch==2.13.0, verl==0.9.1 with --no-deps, a stub `ray`
 module exposing an empty `ObjectRef`). It stores only inputs and verl's outputs; no verl code is
 copied. tests/test_verl_oracle.py compares dew_rl with the stored outputs on every `make test`.
 
