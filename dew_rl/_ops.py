@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 # %% auto #0
-__all__ = ['clamp', 'larger', 'smaller', 'sum_over', 'vary_together', 'centre_in_groups']
+__all__ = ['FLOAT32_EXACT', 'clamp', 'larger', 'smaller', 'sum_over', 'count_kept', 'vary_together', 'centre_in_groups']
 
 # %% ../nbs/00b_ops.ipynb #0bd52591
 def clamp(x, lo=None, hi=None) -> jax.Array:
@@ -51,6 +51,20 @@ def sum_over(axis_name, *values) -> tuple:
     if axis_name is None:
         return values
     return tuple(jax.lax.psum(v, axis_name) for v in values)
+
+# %% ../nbs/00b_ops.ipynb #e659e160
+FLOAT32_EXACT = 2**24  # float32 represents every integer up to here exactly
+
+
+def count_kept(keep, axis=None) -> jax.Array:
+    "The number of True entries of boolean `keep` (over `axis`: None or -1), as an exact int32."
+    keep = jnp.asarray(keep)
+    if keep.ndim == 0:
+        return keep.astype(jnp.int32)
+    if keep.shape[-1] >= FLOAT32_EXACT:
+        return keep.sum(axis=axis, dtype=jnp.int32)
+    rows = keep.sum(axis=-1, dtype=jnp.float32).astype(jnp.int32)
+    return rows if axis == -1 else rows.sum(dtype=jnp.int32)
 
 # %% ../nbs/00b_ops.ipynb #66e06a55
 def _varying(aval) -> frozenset:

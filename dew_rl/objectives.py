@@ -420,7 +420,7 @@ def grpo(**overrides) -> ObjectiveConfig:
 
     Source
     ------
-    DeepSeekMath, arXiv:2402.03300 (outcome supervision; version read not recorded).
+    DeepSeekMath, arXiv:2402.03300v3, Sec. 4.1 (GRPO with outcome supervision).
     """
     return _entry("grpo", overrides)
 
@@ -440,7 +440,7 @@ def dr_grpo(**overrides) -> ObjectiveConfig:
 
     Source
     ------
-    arXiv:2503.20783 (version read not recorded).
+    arXiv:2503.20783v2 (Dr. GRPO, introduced in v1).
     """
     return _entry("dr_grpo", overrides)
 
@@ -460,7 +460,7 @@ def dapo(**overrides) -> ObjectiveConfig:
 
     Source
     ------
-    arXiv:2503.14476 (clip-higher, dynamic sampling, token-level loss, soft overlong punishment; version read not recorded).
+    arXiv:2503.14476v2 (clip-higher, dynamic sampling, token-level loss, soft overlong punishment).
     """
     return _entry("dapo", overrides)
 
@@ -480,7 +480,7 @@ def gspo(**overrides) -> ObjectiveConfig:
 
     Source
     ------
-    arXiv:2507.18071 (version read not recorded).
+    arXiv:2507.18071v2.
     """
     return _entry("gspo", overrides)
 
@@ -500,7 +500,7 @@ def sapo(**overrides) -> ObjectiveConfig:
 
     Source
     ------
-    arXiv:2511.20347 (version read not recorded).
+    arXiv:2511.20347v1.
     """
     return _entry("sapo", overrides)
 
@@ -520,7 +520,7 @@ def cispo(**overrides) -> ObjectiveConfig:
 
     Source
     ------
-    MiniMax-M1, arXiv:2506.13585 (version read not recorded).
+    MiniMax-M1, arXiv:2506.13585v1.
     """
     return _entry("cispo", overrides)
 
@@ -540,7 +540,7 @@ def rloo(**overrides) -> ObjectiveConfig:
 
     Source
     ------
-    arXiv:2402.14740 (leave-one-out baseline; version read not recorded).
+    arXiv:2402.14740v2 (leave-one-out baseline).
     """
     return _entry("rloo", overrides)
 
@@ -560,7 +560,7 @@ def ppo(**overrides) -> ObjectiveConfig:
 
     Source
     ------
-    arXiv:1707.06347, Eq. 7 (version read not recorded); GAE, arXiv:1506.02438.
+    arXiv:1707.06347, Eq. 7 (the clipped objective); GAE, arXiv:1506.02438. The arXiv versions of these two were not confirmed.
     """
     return _entry("ppo", overrides)
 
@@ -580,7 +580,7 @@ def dpo(**overrides) -> ObjectiveConfig:
 
     Source
     ------
-    arXiv:2305.18290 (version read not recorded).
+    arXiv:2305.18290, Eq. 7 (the arXiv version was not confirmed).
     """
     return _entry("dpo", overrides)
 

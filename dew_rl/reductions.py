@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from ._checks import as_float, as_ids, as_mask, check_axes, check_choice, check_number, check_rank, stat_dtype
-from ._ops import sum_over
+from ._ops import count_kept, sum_over
 
 # %% auto #0
 __all__ = ['STATS_EPS', 'AGGREGATION_MODES', 'masked_mean', 'masked_whiten', 'global_masked_whiten', 'LossCounts', 'token_mean',
@@ -56,7 +56,7 @@ def _whiten(fn: str, x, mask, axis_name) -> jax.Array:
     ct = stat_dtype(x.dtype)
     xc = x.astype(ct)
     xs = jnp.where(keep, xc, 0)
-    total, n = sum_over(axis_name, xs.sum(), keep.sum(dtype=jnp.int32))
+    total, n = sum_over(axis_name, xs.sum(), count_kept(keep))
     n = n.astype(ct)
     mean = total / (n + STATS_EPS)
     centred = jnp.where(keep, xs - mean, 0)
@@ -143,7 +143,7 @@ def token_mean(x, mask, axis_name=None, counts=None) -> jax.Array:
     counts = _check_counts(fn, counts)
     ct = stat_dtype(x.dtype)
     total = jnp.where(keep, x.astype(ct), 0).sum()
-    total, count = sum_over(axis_name, total, keep.sum(dtype=jnp.int32))
+    total, count = sum_over(axis_name, total, count_kept(keep))
     if counts is not None:
         count = counts.tokens
     return (total / count.astype(ct)).astype(x.dtype)
@@ -175,7 +175,7 @@ def response_mean(x, mask, axis_name=None, counts=None) -> jax.Array:
     counts = _check_counts(fn, counts)
     ct = stat_dtype(x.dtype)
     row_sum = jnp.where(keep, x.astype(ct), 0).sum(axis=-1)
-    row_n = keep.sum(axis=-1, dtype=jnp.int32)
+    row_n = count_kept(keep, axis=-1)
     total = (row_sum / jnp.maximum(row_n, 1).astype(ct)).sum()
     total, rows = sum_over(axis_name, total, jnp.asarray(x.shape[0], jnp.int32))
     if counts is not None:
@@ -258,7 +258,7 @@ def loss_counts(mask, axis_name=None) -> LossCounts:
     mask = jnp.asarray(mask)
     check_rank(fn, "mask", mask, 2)
     keep = as_mask(fn, mask, mask.shape)
-    rows, tokens = sum_over(axis_name, jnp.asarray(mask.shape[0], jnp.int32), keep.sum(dtype=jnp.int32))
+    rows, tokens = sum_over(axis_name, jnp.asarray(mask.shape[0], jnp.int32), count_kept(keep))
     return LossCounts(rows=rows, tokens=tokens)
 
 # %% ../nbs/01_reductions.ipynb #0e65b179

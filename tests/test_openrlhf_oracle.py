@@ -11,7 +11,7 @@ deliberately differ (each difference is asserted exactly, not skipped):
   the k1, the token rewards, the returns and the moments in float32 (`compute_approx_kl` and the
   normaliser call `.float()`), so the tolerance is float32 rounding of values below ~4 (atol 1e-6; seen
   3.5e-7). Padded positions differ by design (chapter 02d): dew_rl returns exactly 0, OpenRLHF
-  (G_pad - mu) * rstd, which is -mu * rstd at trailing pads and in an empty row (conventions §6) but
+  (G_pad - mu) * rstd, which is -mu * rstd at trailing pads and in an empty row (see the REINFORCE++ chapter) but
   the whitened return to go at an interior hole, because OpenRLHF's returns are not masked there.
 * OpenRLHF clamps the baselined reward and the k1 to +-10 before the return; dew_rl leaves that to the
   caller (chapter 02e). One batch with a reward of 24 and a k1 of 12 shows the outputs differ, and
@@ -22,7 +22,7 @@ deliberately differ (each difference is asserted exactly, not skipped):
   OpenRLHF = clip(dew_rl, -10, 10). k3 agrees everywhere, even at infinite log-probs (both give 10).
 * `PolicyLoss` ("ppo", token mean, eps 0.2 or 0.2/0.28, dual clip 3 or none) against
   `clipped_surrogate(token_log_ratio(...))`, float64, exact: loss, clip ratio, ppo_kl. OpenRLHF's ppo_kl
-  is of the unclamped log ratio (conventions §9): with two tokens beyond +-20 it differs from the
+  is of the unclamped log ratio (see the log-ratio chapter): with two tokens beyond +-20 it differs from the
   token_log_ratio one by exactly the clamped-off excess / N, and equals dew_rl's on the raw difference.
   The per-sample mode (`token_level_loss=False`, 0.11.2's seq-mean-token-mean) equals
   `aggregate(..., "seq-mean-token-mean")` when the caller passes `global_batch_size` = all rows (to
@@ -73,7 +73,7 @@ def check_pipeline(ref, raw, theirs_adv, theirs_ret):
     trailing = ~v & (np.cumsum(m[:, ::-1], 1)[:, ::-1] == 0)  # after the last valid token, or an empty row
     assert trailing[EMPTY_ROW].all() and trailing.sum() > 10
     np.testing.assert_array_equal(theirs_ret[trailing], 0.0)
-    np.testing.assert_allclose(theirs_adv[trailing], -mu * rstd, **TOL32)  # conventions §6: (0 - mu) * rstd
+    np.testing.assert_allclose(theirs_adv[trailing], -mu * rstd, **TOL32)  # an unmasked pad is whitened too: (0 - mu) * rstd
     assert np.abs(mu * rstd) > 1e-3  # so the pads are really non-zero
     return mu, rstd
 

@@ -10,7 +10,7 @@ claim Tunix's convention, and asserts the documented difference exactly where th
   including the padding and one fully masked row. Tunix computes in float32 (JAX's default), so dew_rl
   runs in float32 too, to 1e-6 (float32 rounding of the whitening's sums; values are O(1)). The same
   jitted Tunix function was also run with float64 inputs under `jax_enable_x64`; that is compared in
-  float64 to 1e-12. With one valid token in the batch Tunix gives NaN everywhere (conventions §3);
+  float64 to 1e-12. With one valid token in the batch Tunix gives NaN everywhere (its Bessel variance of one value is 0/0);
   dew_rl gives 0 at that token and finite values elsewhere, with the same returns.
 - The group advantages (`compute_advantages`, ddof 1 and std + 1e-6; `drgrpo`;
   `compute_rloo_advantages`) are NumPy float64 in Tunix and compared in float64. Groups of one differ

@@ -73,7 +73,7 @@ with jax.enable_x64(True):
         assert adv.dtype == ret.dtype == jnp.float64, (adv.dtype, ret.dtype)
         put(f"gae/f64/advantages_{gamma}_{lam}", adv); put(f"gae/f64/returns_{gamma}_{lam}", ret)
 
-# One valid token in the whole batch (conventions §3: Tunix gives NaN), float32.
+# One valid token in the whole batch (Tunix gives NaN: Bessel variance of one value), float32.
 one_mask = np.zeros((2, 5), np.float32); one_mask[0, 2] = 1.0
 one_r = np.zeros((2, 5), np.float32); one_r[0, 2] = 0.7
 one_v = rng.normal(size=(2, 5)).astype(np.float32)
@@ -117,7 +117,7 @@ for mode in ("token-mean", "sequence-mean-token-mean", "sequence-mean-token-scal
              "sequence-mean-token-sum-norm"):
     put(f"agg/{mode}", common.aggregate_loss(jnp.asarray(loss_mat), jnp.asarray(mask), mode))
 
-# The 3x4 batch of conventions §2 (one empty row), whose five figures were recorded in an earlier run.
+# The 3x4 batch of the reductions chapter (one empty row), whose five figures were recorded in an earlier run.
 L = np.array([[1, 2, 3, 4], [5, 6, 0, 0], [0, 0, 0, 0]], np.float32)
 M = np.array([[1, 1, 1, 1], [1, 1, 0, 0], [0, 0, 0, 0]], np.float32)
 recorded = {"token-mean": 3.5, "sequence-mean-token-mean": 4.0, "sequence-mean-token-scale": 2.625,

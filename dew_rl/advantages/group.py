@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import as_groups, as_mask, check_flag, check_int, check_number, check_rank
-from .._ops import centre_in_groups
+from .._ops import centre_in_groups, count_kept
 
 # %% auto #0
 __all__ = ['GROUP_EPS', 'group_advantage', 'overlong_penalty']
@@ -74,7 +74,7 @@ def overlong_penalty(mask, max_response_length, buffer_len, factor=1.0):
 
     Source
     ------
-    DAPO, arXiv:2503.14476 (soft overlong punishment; version read not recorded).
+    DAPO, arXiv:2503.14476v2 (soft overlong punishment).
     """
     fn = "overlong_penalty"
     mask = jnp.asarray(mask)
@@ -85,5 +85,5 @@ def overlong_penalty(mask, max_response_length, buffer_len, factor=1.0):
     if L_buf > L_max:
         raise ValueError(f"{fn}: `buffer_len` must be <= max_response_length={L_max}; got {L_buf}")
     check_number(fn, "factor", factor, lambda v: v >= 0, "a number >= 0")
-    length = keep.sum(axis=-1, dtype=jnp.int32).astype(jnp.float32)
+    length = count_kept(keep, axis=-1).astype(jnp.float32)
     return -factor * jnp.clip((length - (L_max - L_buf)) / L_buf, 0.0, 1.0)

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from .._checks import as_float, as_mask, check_number, report_if_empty, stat_dtype
-from .._ops import sum_over
+from .._ops import count_kept, sum_over
 
 # %% auto #0
 __all__ = ['VAR_FLOOR', 'global_masked_moments', 'global_masked_normalize']
@@ -25,7 +25,7 @@ def _moments(fn: str, x, mask, axis_name):
     ct = stat_dtype(x.dtype)
     xs = jnp.where(keep, x.astype(ct), 0)  # select first: a masked NaN or Inf reaches no arithmetic
     top = jnp.max(jnp.where(keep, jax.lax.stop_gradient(xs), -jnp.inf), initial=-jnp.inf)
-    (count,) = sum_over(axis_name, keep.sum(dtype=jnp.int32))
+    (count,) = sum_over(axis_name, count_kept(keep))
     if axis_name is not None:
         top = jax.lax.pmax(top, axis_name)
     shift = jnp.where(count > 0, top, 0)  # the largest valid value, the same on every shard
