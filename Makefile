@@ -11,7 +11,7 @@ NODE_STAMP := node_modules/.dew_rl-installed
 SITE := docs/_build/html
 SPHINX_FAST := -D nb_execution_mode=off
 
-.PHONY: env browser test docs site check-sync export nb readme clean bench
+.PHONY: env browser test docs site check-sync export nb readme clean bench conformance
 
 $(STAMP): settings.ini setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -61,9 +61,17 @@ export: env
 readme: env
 	$(PY) tools/make_readme.py
 
+# Speed against verl, rlax and Tunix (their environments are built once, outside the repository, by
+# tools/refenvs.py); writes data/bench.json, which nbs/07_benchmarks reads. Never part of make test.
 bench: env
 	$(PY) tools/bench.py
 	$(PY) tools/bench_logits.py --vocab 32768 --memory-only 151936
+
+# dew_rl against verl, OpenRLHF, Tunix, rlax and TRL themselves (each in its own environment, tools/refenvs.py):
+# rewrites data/conformance.json and data/conformance_outputs.npz, which nbs/06_conformance and
+# tests/test_conformance_data.py read.
+conformance: env
+	$(PY) tools/conformance.py
 
 clean:
 	rm -rf $(SITE) docs/_site_src .pytest_cache

@@ -1,0 +1,127 @@
+"""What every side of `make bench` shares: the seeded inputs, the case list, and the timing loop.
+
+Imported by the driver (tools/bench.py) and by each framework's side (tools/bench_sides/*.py), which
+run in different interpreters; it needs NumPy only. A side is a process that loads the inputs once,
+then answers requests on stdin, one JSON object per line:
+
+    {"case": "gae@64x2048", "repeat": 20}  ->  {"case": ..., "times": [...], "compile": s or null}
+
+`compile` is the compilation of a case where the side can time it alone (dew_rl: `jit(...).lower().compile()`),
+otherwise its first call (tracing + compilation inside rlax's and Tunix's own jit, the first eager call
+for torch); either way it is kept out of the steady-state times. A JAX side may add `temp_bytes`, the compiled
+function's temporary memory (`memory_analysis()`), which is deterministic.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import numpy as np
+
+SEED = 20261201
+GROUP = 8
+KL_COEF = 0.001
+
+# name -> (B, T): the shapes the cases read. "gae@64xT" rows form the sweep over T.
+SHAPES = {
+    "64x2048": (64, 2048),
+    "256x8192": (256, 8192),
+    "256x4096": (256, 4096),
+    "8x128": (8, 128),  # the per-call overhead, where the work does not dominate
+    **{f"64x{t}": (64, t) for t in (256, 512, 1024, 4096, 8192)},
+}
+GROUP_B = 4096
+
+CASES = [
+    *[f"gae@64x{t}" for t in (256, 512, 1024, 2048, 4096, 8192)],
+    "gae@256x8192",
+    "gae@8x128",
+    "group_advantage@4096",
+    "global_normalize@256x4096",
+    *[f"aggregate:{m}@256x4096" for m in ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean",
+                                          "seq-mean-token-sum-norm")],
+    "aggregate:seq-mean-token-mean@64x2048",
+    "aggregate:seq-mean-token-mean@8x128",
+    *[f"{k}@256x4096" for k in ("k1", "k2", "k3")],
+    "k3@64x2048",
+    "ppo_dual_clip+token_mean:fwd@256x4096",
+    "ppo_dual_clip+token_mean:fwd+bwd@256x4096",
+    "ppo_dual_clip+response_mean:fwd@256x4096",
+    "ppo_dual_clip+response_mean:fwd+bwd@256x4096",
+    "objective:grpo:fwd+bwd@256x4096",
+    "objective:reinforce_plus_plus_baseline:fwd+bwd@256x4096",
+    # What one pass costs on this machine: the building blocks every loss above is made of.
+    "primitive:copy@256x4096",
+    "primitive:masked_sum@256x4096",
+    "primitive:masked_sum+count@256x4096",
+    "primitive:scan@64x2048",
+    "primitive:gather@64x2048",
+    "primitive:blocked_matmul@64x2048",
+    "primitive:masked_whiten@64x2048",
+]
+
+
+def shape_of(case: str) -> str:
+    return case.rsplit("@", 1)[1]
+
+
+def inputs(shape: str) -> dict:
+    """Seeded float32 inputs of one shape: a mask with padding, interior holes and one empty row."""
+    if shape == str(GROUP_B):
+        rng = np.random.default_rng(SEED + 1)
+        return {"scores": rng.normal(size=GROUP_B).astype(np.float32)}
+    B, T = SHAPES[shape]
+    rng = np.random.default_rng(SEED + B * 100003 + T)
+    lengths = rng.integers(max(T // 4, 1), T + 1, size=B)
+    mask = np.arange(T)[None, :] < lengths[:, None]
+    mask &= rng.random((B, T)) >= 0.02  # holes: tool-output or padding tokens inside a response
+    mask[min(3, B - 1)] = False  # an empty row
+    f = lambda *s: rng.normal(size=s).astype(np.float32)
+    lp = (f(B, T) * 0.5 - 1.0).astype(np.float32)
+    return {
+        "mask": mask.astype(np.float32),
+        "token_rewards": (f(B, T) * 0.1 * mask).astype(np.float32),
+        "values": f(B, T),
+        "log_probs": lp,
+        "old_log_probs": (lp + f(B, T) * 0.05).astype(np.float32),
+        "ref_log_probs": (lp + f(B, T) * 0.1).astype(np.float32),
+        "advantages": f(B, T),
+        "rewards": rng.integers(0, 2, size=B).astype(np.float32),
+    }
+
+
+def timed(fn, repeat: int) -> list:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def serve(build, has) -> None:
+    """The side's request loop. `build(case, inputs) -> zero-argument callable that blocks until done`;
+    `has(case) -> bool`. Prints the cases it has, then answers requests until stdin closes."""
+    print(json.dumps({"cases": [c for c in CASES if has(c)]}), flush=True)
+    cache, data = {}, {}
+    for line in sys.stdin:
+        req = json.loads(line)
+        case = req["case"]
+        compile_s = None
+        if case not in cache:
+            shape = shape_of(case)
+            if shape not in data:
+                data[shape] = inputs(shape)
+            fn = build(case, data[shape])
+            extra = {}
+            if isinstance(fn, tuple):
+                fn, extra = fn
+            t0 = time.perf_counter()
+            fn()
+            compile_s = extra.pop("compile_s", time.perf_counter() - t0)
+            fn()  # one more warm-up call: allocator and caches
+            cache[case] = fn, extra
+        fn, extra = cache[case]
+        print(json.dumps({"case": case, "times": timed(fn, int(req["repeat"])), "compile": compile_s, **extra}),
+              flush=True)
