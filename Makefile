@@ -65,7 +65,7 @@ readme: env
 # tools/refenvs.py); writes data/bench.json, which nbs/07_benchmarks reads. Never part of make test.
 bench: env
 	$(PY) tools/bench.py
-	$(PY) tools/bench_logits.py --vocab 32768 --memory-only 151936
+	$(PY) tools/bench_logits.py --vocab 32768 151936 --rounds 1 --no-warmup
 
 # dew_rl against verl, OpenRLHF, Tunix, rlax and TRL themselves (each in its own environment, tools/refenvs.py):
 # rewrites data/conformance.json and data/conformance_outputs.npz, which nbs/06_conformance and

@@ -3,7 +3,8 @@
     python tools/bench_logits.py                 # V = 32768 and 151936 (Qwen's vocabulary)
     python tools/bench_logits.py --vocab 32768   # one vocabulary only
     python tools/bench_logits.py --vocab 32768 --memory-only 151936   # time 32k, only compile 152k
-    DEW_RL_TORCH_PYTHON=/path/to/venv/bin/python python tools/bench_logits.py   # add torch
+    DEW_RL_TORCH_PYTHON=/path/to/venv/bin/python python tools/bench_logits.py   # torch from elsewhere
+    python tools/bench_logits.py --vocab 32768 151936 --rounds 1 --no-warmup   # what `make bench` runs
 
 Every case is the training step of the log-prob and entropy path: forward and backward of
 sum(log_probs) + sum(entropy) w.r.t. `hidden` [N, D] and `weight` [D, V], float32, at N = 4096
@@ -11,12 +12,13 @@ tokens and D = 1024 (one micro-batch of a 1B-class model). Three contestants:
 
 * ours: `dew_rl.linear_log_probs_and_entropy` (vocabulary chunks, custom VJP), jitted;
 * naive JAX: `log_softmax(hidden @ weight)`, a gather and -sum(p log p), jitted;
-* torch (optional): `log_softmax(hidden @ weight)` + `gather` and the same entropy, with autograd,
-  float32 on CPU, run in its own interpreter named by DEW_RL_TORCH_PYTHON (an environment with
-  torch==2.13.0; skipped with a note when it is not set or cannot import torch).
+* torch: `log_softmax(hidden @ weight)` + `gather` and the same entropy, with autograd, float32 on
+  CPU, in its own interpreter: DEW_RL_TORCH_PYTHON if set, else the verl environment of
+  tools/refenvs.py (torch==2.13.0), which `make bench` builds; skipped with a note when neither exists.
 
 Time is the median over `--rounds` interleaved rounds (each round runs every contestant once, so a
-slow spell of a shared machine hits all of them), after one warm-up call that compiles. Memory is
+slow spell of a shared machine hits all of them), after compilation and one warm-up call (without
+it, with --no-warmup, for vocabularies where one call takes minutes). Memory is
 XLA's compiled temporary bytes (`memory_analysis().temp_size_in_bytes`) for the JAX contestants and
 the peak resident-set growth for torch (`ru_maxrss`, a coarser measure). The ratios are printed and
 written to docs/bench_logits.json. Nothing is asserted: speed is reported, never tested.
@@ -47,7 +49,7 @@ TORCH_CHILD = textwrap.dedent(r"""
     import json, resource, statistics, sys, time
     import numpy as np, torch
     torch.manual_seed(0)
-    N, D, V, rounds = (int(a) for a in sys.argv[1:5])
+    N, D, V, rounds, warmup = (int(a) for a in sys.argv[1:6])
     h = torch.randn(N, D, requires_grad=True)
     w = (torch.randn(D, V) / D ** 0.5).requires_grad_(True)
     tok = torch.randint(0, V, (N,))
@@ -58,12 +60,13 @@ TORCH_CHILD = textwrap.dedent(r"""
         (lp.sum() + ent.sum()).backward()
         h.grad = None; w.grad = None
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    step()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if warmup:
+        step()
     times = []
     for _ in range(rounds):
         t0 = time.perf_counter(); step(); times.append(time.perf_counter() - t0)
         print(json.dumps({"round": times[-1]}), flush=True)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(json.dumps({"times": times, "peak_rss_growth_bytes": (peak - base) * 1024, "torch": torch.__version__,
                       "threads": torch.get_num_threads()}))
 """)
@@ -93,23 +96,27 @@ def jax_cases(N, D, V, C, run=True):
     return out
 
 
-def torch_start(N, D, V, rounds):
+def torch_start(N, D, V, rounds, warmup):
     py = os.environ.get("DEW_RL_TORCH_PYTHON")
+    if not py:  # the torch of the verl environment that `make bench` builds (tools/refenvs.py)
+        sys.path.insert(0, str(ROOT / "tools"))
+        import refenvs
+        py = str(refenvs.python("verl")) if refenvs.ready("verl") else None
     if not py:
-        return None, "DEW_RL_TORCH_PYTHON not set"
+        return None, "no torch: DEW_RL_TORCH_PYTHON not set and the verl environment of tools/refenvs.py not built"
     try:
         proc = subprocess.run([py, "-c", "import torch"], capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as e:
         return None, f"{py}: {e}"
     if proc.returncode:
         return None, f"{py} cannot import torch"
-    return [py, "-c", TORCH_CHILD, str(N), str(D), str(V), str(rounds)], None
+    return [py, "-c", TORCH_CHILD, str(N), str(D), str(V), str(rounds), str(int(warmup))], None
 
 
-def bench(V, N, D, C, rounds):
+def bench(V, N, D, C, rounds, warmup=True):
     cases = jax_cases(N, D, V, C)
     times = {k: [] for k in cases}
-    for fn, _ in cases.values():
+    for fn, _ in cases.values() if warmup else ():
         fn()  # warm-up: compiled already, first run pays page faults
     for r in range(rounds):  # interleaved rounds
         for k, (fn, _) in cases.items():
@@ -119,7 +126,7 @@ def bench(V, N, D, C, rounds):
            "ours_temp_bytes": cases["ours"][1], "naive_temp_bytes": cases["naive"][1],
            "ours_rounds_s": times["ours"], "naive_rounds_s": times["naive"]}
     del cases
-    cmd, why = torch_start(N, D, V, rounds)
+    cmd, why = torch_start(N, D, V, rounds, warmup)
     if cmd is None:
         row.update(torch_s=None, torch_note=why)
     else:  # run after the JAX rounds, so the two processes never compete for the two cores
@@ -143,12 +150,14 @@ def main(argv=None):
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--memory-only", type=int, nargs="*", default=[],
                     help="vocabularies whose compiled memory is reported without timing (too slow to run here)")
+    ap.add_argument("--no-warmup", action="store_true",
+                    help="time the first call after compilation (for vocabularies where one call takes minutes)")
     ap.add_argument("--out", type=Path, default=OUT)
     a = ap.parse_args(argv)
     results = []
     for V in a.vocab:
         print(f"V = {V}: N = {a.tokens}, D = {a.hidden}, chunk_size = {a.chunk_size}", flush=True)
-        results.append(bench(V, a.tokens, a.hidden, a.chunk_size, a.rounds))
+        results.append(bench(V, a.tokens, a.hidden, a.chunk_size, a.rounds, not a.no_warmup))
     for V in a.memory_only:
         print(f"V = {V}: compiled memory only", flush=True)
         cases = jax_cases(a.tokens, a.hidden, V, a.chunk_size, run=False)
@@ -157,6 +166,7 @@ def main(argv=None):
         del cases
     machine = f"{platform.machine()}, {os.cpu_count()} CPUs, jax {jax.__version__} on {jax.default_backend()}"
     report = {"machine": machine, "N": a.tokens, "D": a.hidden, "chunk_size": a.chunk_size, "rounds": a.rounds,
+              "warmup": not a.no_warmup,
               "step": "forward + backward of sum(log_probs) + sum(entropy), float32", "results": results}
     print(f"\n{'V':>7} {'ours s':>8} {'naive s':>8} {'torch s':>8} {'naive/ours':>10} {'torch/ours':>10} "
           f"{'temp MiB ours':>13} {'naive':>8} {'mem naive/ours':>14}")

@@ -5,8 +5,7 @@ has it (`pip install torch==2.13.0 numpy`, then
 `pip install --no-deps openrlhf==0.11.2`). Its package `__init__` needs CUDA-only and distributed
 packages, so the script imports nothing through it: it registers empty package modules for the
 packages on the way, in-memory stubs for `deepspeed`, `ray`, the experience module and the Ray
-launcher (written here, created at run time, never stored), and loads the six needed source files of
-the installed wheel by path. It stores only inputs and OpenRLHF's outputs; no OpenRLHF code is
+launcher, and loads the six needed source files of the installed wheel by path (tools/stubs/openrlhf_lite.py). It stores only inputs and OpenRLHF's outputs; no OpenRLHF code is
 copied. tests/test_openrlhf_oracle.py compares dew_rl with the stored outputs on every `make test`.
 
     <oracle-python> tools/make_openrlhf_fixtures.py
@@ -17,7 +16,6 @@ What is run (all in the wheel's own code):
   normalisation is over the whole step);
 - `compute_approx_kl` k1/k2/k3; `PolicyLoss` ("ppo"); `DPOLoss` (sigmoid and IPO).
 """
-import importlib.util
 import sys
 import types
 from importlib.metadata import version
@@ -26,52 +24,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent / "stubs"))
+from openrlhf_lite import load_openrlhf  # noqa: E402
+
 OUT = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "openrlhf_0_11_2.npz"
 VERSION = version("openrlhf")
 assert VERSION == "0.11.2", VERSION
-ROOT = Path(importlib.util.find_spec("openrlhf").submodule_search_locations[0])
 
 
-# --- adapter: empty packages (no __init__ runs), minimal stubs, six files loaded by path -----------------
-class _Refuse(types.ModuleType):
-    "A stub module: any attribute not set explicitly is a loud error, so nothing silently uses the stub."
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise RuntimeError(f"stub module {self.__name__!r} has no {name!r}: this code path is not part of the oracle")
-
-
-for pkg in ("openrlhf", "openrlhf.models", "openrlhf.utils", "openrlhf.trainer", "openrlhf.trainer.ppo_utils",
-            "openrlhf.trainer.ray"):
-    mod = types.ModuleType(pkg)
-    mod.__path__ = [str(ROOT.joinpath(*pkg.split(".")[1:]))]
-    sys.modules[pkg] = mod
-for name in ("deepspeed", "ray"):
-    sys.modules[name] = _Refuse(name)
-experience_stub = _Refuse("openrlhf.trainer.ppo_utils.experience")
-experience_stub.Experience = type("Experience", (), {})
-sys.modules[experience_stub.__name__] = experience_stub
-launcher_stub = _Refuse("openrlhf.trainer.ray.launcher")
-launcher_stub.RayActorGroup = type("RayActorGroup", (), {})
-sys.modules[launcher_stub.__name__] = launcher_stub
-
-
-def load(relpath):
-    name = "openrlhf." + relpath[:-3].replace("/", ".")
-    spec = importlib.util.spec_from_file_location(name, ROOT / relpath)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-load("utils/logging_utils.py")
-load("utils/seqlen_balancing.py")
-mu = load("models/utils.py")
-loss_mod = load("models/loss.py")
-load("trainer/ppo_utils/length_penalty.py")
-em = load("trainer/ppo_utils/experience_maker.py")
+mu, loss_mod, em, ROOT = load_openrlhf()
 
 # --- inputs --------------------------------------------------------------------------------------------
 rng = np.random.default_rng(20261130)

@@ -8,7 +8,7 @@ has it, installed "lite":
     /tmp/tunix-oracle/bin/pip install jax==0.10.2 flax==0.12.8 absl-py humanize fsspec huggingface_hub
     /tmp/tunix-oracle/bin/python tools/make_tunix_fixtures.py
 
-The lite shim is made here, in memory: an empty `tunix` package module whose `__path__` is the
+The lite shim (tools/stubs/tunix_lite.py): an empty `tunix` package module whose `__path__` is the
 installed directory, so `tunix/__init__.py` (which imports every trainer) never runs. The script
 stores only inputs and Tunix's outputs; no Tunix code is copied. tests/test_tunix_oracle.py compares
 dew_rl with the stored outputs on every `make test`.
@@ -19,9 +19,7 @@ advantages are NumPy functions and run in float64 on float64 rewards; `compute_k
 `aggregate_loss` cast to float32 themselves, so their inputs are drawn in float32.
 """
 import importlib.metadata
-import importlib.util
 import sys
-import types
 import warnings
 from pathlib import Path
 
@@ -29,10 +27,10 @@ import numpy as np
 
 VERSION = importlib.metadata.version("google-tunix")
 assert VERSION == "0.1.7", VERSION
-_spec = importlib.util.find_spec("tunix")
-_shim = types.ModuleType("tunix")
-_shim.__path__ = list(_spec.submodule_search_locations)
-sys.modules["tunix"] = _shim
+sys.path.insert(0, str(Path(__file__).resolve().parent / "stubs"))
+from tunix_lite import install  # noqa: E402
+
+install()
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

@@ -1,19 +1,17 @@
 """`make bench`, the Tunix 0.1.7 side: Tunix's own jitted JAX functions (GAE, KL, aggregation) and its NumPy GRPO.
 
-Runs in Tunix's environment with the lite shim of tools/make_tunix_fixtures.py: an empty `tunix`
+Runs in Tunix's environment with the lite shim of tools/stubs/tunix_lite.py: an empty `tunix`
 package module whose path is the installed directory, so that `tunix/__init__.py` (every trainer)
 is never imported.
 """
-import importlib.util
 import sys
-import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-_spec = importlib.util.find_spec("tunix")
-_shim = types.ModuleType("tunix")
-_shim.__path__ = list(_spec.submodule_search_locations)
-sys.modules["tunix"] = _shim
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "stubs"))
+from tunix_lite import install  # noqa: E402
+
+install()
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

@@ -12,7 +12,6 @@ OpenRLHF's own dtypes (k1 and the whitening in float32).
 
     <openrlhf-python> tools/conformance_adapters/openrlhf_adapter.py INPUTS.npz OUTPUTS.npz OUTPUTS.json
 """
-import importlib.util
 import sys
 import types
 from importlib.metadata import version
@@ -21,53 +20,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "stubs"))
+from openrlhf_lite import load_openrlhf  # noqa: E402
+
 from _common import Recorder, load_inputs
 
 VERSION = version("openrlhf")
 assert VERSION == "0.11.2", VERSION
-ROOT = Path(importlib.util.find_spec("openrlhf").submodule_search_locations[0])
 
 
-# --- empty packages (no __init__ runs), minimal stubs, six files loaded by path --------------------------
-class _Refuse(types.ModuleType):
-    "A stub module: any attribute not set explicitly is a loud error, so nothing silently uses the stub."
-
-    def __getattr__(self, name):
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise RuntimeError(f"stub module {self.__name__!r} has no {name!r}: this code path is not part of the oracle")
-
-
-for pkg in ("openrlhf", "openrlhf.models", "openrlhf.utils", "openrlhf.trainer", "openrlhf.trainer.ppo_utils",
-            "openrlhf.trainer.ray"):
-    mod = types.ModuleType(pkg)
-    mod.__path__ = [str(ROOT.joinpath(*pkg.split(".")[1:]))]
-    sys.modules[pkg] = mod
-for name in ("deepspeed", "ray"):
-    sys.modules[name] = _Refuse(name)
-experience_stub = _Refuse("openrlhf.trainer.ppo_utils.experience")
-experience_stub.Experience = type("Experience", (), {})
-sys.modules[experience_stub.__name__] = experience_stub
-launcher_stub = _Refuse("openrlhf.trainer.ray.launcher")
-launcher_stub.RayActorGroup = type("RayActorGroup", (), {})
-sys.modules[launcher_stub.__name__] = launcher_stub
-
-
-def load(relpath):
-    name = "openrlhf." + relpath[:-3].replace("/", ".")
-    spec = importlib.util.spec_from_file_location(name, ROOT / relpath)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-load("utils/logging_utils.py")
-load("utils/seqlen_balancing.py")
-mu = load("models/utils.py")
-loss_mod = load("models/loss.py")
-load("trainer/ppo_utils/length_penalty.py")
-em = load("trainer/ppo_utils/experience_maker.py")
+mu, loss_mod, em, ROOT = load_openrlhf()
 
 
 rec = Recorder("openrlhf", f"OpenRLHF {VERSION}")

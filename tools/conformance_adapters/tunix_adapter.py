@@ -13,8 +13,8 @@ log-probs or value predictions (below).
     <tunix-python> tools/conformance_adapters/tunix_adapter.py INPUTS.npz OUTPUTS.npz OUTPUTS.json
 """
 import importlib.metadata
-import importlib.util
 import sys
+from pathlib import Path
 import types
 
 import numpy as np
@@ -23,10 +23,10 @@ from _common import Recorder, load_inputs
 
 VERSION = importlib.metadata.version("google-tunix")
 assert VERSION == "0.1.7", VERSION
-_spec = importlib.util.find_spec("tunix")
-_shim = types.ModuleType("tunix")
-_shim.__path__ = list(_spec.submodule_search_locations)
-sys.modules["tunix"] = _shim
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "stubs"))
+from tunix_lite import install  # noqa: E402
+
+install()
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
