@@ -13,7 +13,10 @@ notebook's reference loop use.
   valid return, or the derivative of the returns in gamma and lam (which is not stopped), and that
   derivative matches a float64 finite difference;
 - the advantages are the Bessel whitening of the closed-form raw advantages over the valid tokens;
-- bfloat16 input: the recursion runs in float32, so the only error is the final rounding to bfloat16.
+- bfloat16 input: the recursion runs in float32, so the only error is the final rounding to bfloat16;
+- the two-level form of the recursion (`_gae_raw_two_level`, `_gae_two_level`), at every chunk size from
+  one position to longer than the row, equals the closed form at every position, nothing stored at a
+  masked position changes it, and its derivative in gamma and lam matches a float64 finite difference.
 
 One array shape and jitted functions keep compilation to a handful; lengths and holes come from the
 masks. `gamma` and `lam` are passed to the jitted functions, so they are traced.
@@ -24,7 +27,7 @@ import numpy as np
 from hypothesis import example, given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
-from dew_rl.advantages.gae import gae, gae_raw
+from dew_rl.advantages.gae import _gae_raw_two_level, _gae_two_level, gae, gae_raw
 
 B, T = 4, 12
 GAE = jax.jit(gae)
@@ -167,3 +170,32 @@ def test_bfloat16_input_is_carried_in_float32(r, v, m, gamma, lam, fill):
                            float(np.float32(gamma)), float(np.float32(lam)))
     err = np.abs(np.asarray(raw, np.float64) - want)
     assert (err <= 2.0**-8 * np.abs(want) + ATOL).all(), err.max()     # one bfloat16 rounding of a float32 result
+
+
+TWO_LEVEL = {c: jax.jit(lambda r, v, m, g, l, c=c: _gae_raw_two_level(r, v, m, g, l, chunk=c)) for c in (1, 5, 12, 13)}
+D_TWO_LEVEL = {c: jax.jit(jax.grad(lambda r, v, m, g, l, c=c: jnp.where(m, _gae_two_level(r, v, m, g, l, chunk=c)[1],
+                                                                       0).sum(), argnums=(3, 4))) for c in (1, 5)}
+
+
+@SETTINGS
+@given(r=arrays, v=arrays, m=masks, gamma=unit, lam=unit, fill=junk, chunk=st.sampled_from(sorted(TWO_LEVEL)))
+@example(r=np.ones((B, T), np.float32), v=np.ones((B, T), np.float32), m=np.eye(B, T, 11, dtype=bool), gamma=1.0,
+         lam=0.0, fill=np.full((B, T), np.nan, np.float32), chunk=5)
+def test_two_level_recursion_equals_the_closed_form(r, v, m, gamma, lam, fill, chunk):
+    g, l = float(np.float32(gamma)), float(np.float32(lam))
+    raw = np.asarray(TWO_LEVEL[chunk](np.where(m, r, fill), np.where(m, v, fill), m, gamma, lam))
+    close(raw, closed_form_raw(r, v, m, g, l))                         # every position: masked ones hold the carry
+    other = np.asarray(TWO_LEVEL[chunk](np.where(m, r, -fill), np.where(m, v, 2.0), m, gamma, lam))
+    np.testing.assert_array_equal(raw, other)                          # nothing stored at a masked position is read
+
+
+@SETTINGS
+@given(r=arrays, v=arrays, m=masks, gamma=unit, lam=unit, fill=junk, chunk=st.sampled_from(sorted(D_TWO_LEVEL)))
+def test_two_level_derivative_in_gamma_and_lam(r, v, m, gamma, lam, fill, chunk):
+    g, l = float(np.float32(gamma)), float(np.float32(lam))
+    d = np.asarray(D_TWO_LEVEL[chunk](np.where(m, r, fill), np.where(m, v, fill), m, np.float32(gamma), np.float32(lam)))
+    assert np.isfinite(d).all()
+    h = 1e-6
+    fd = [(closed_form_raw(r, v, m, g + h, l)[m].sum() - closed_form_raw(r, v, m, g - h, l)[m].sum()) / (2 * h),
+          (closed_form_raw(r, v, m, g, l + h)[m].sum() - closed_form_raw(r, v, m, g, l - h)[m].sum()) / (2 * h)]
+    np.testing.assert_allclose(d, fd, rtol=1e-4, atol=1e-2)

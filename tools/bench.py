@@ -1,5 +1,7 @@
 """`make bench`: dew_rl against verl, rlax and Tunix, and against the memory floor, as ratios from one run.
 
+(NumPy times the two primitives that need no framework, a copy and a masked sum, for scale.)
+
 Each framework runs in its own interpreter (tools/bench_sides/*.py; environments from tools/refenvs.py,
 built or reused here) on the same seeded float32 inputs (tools/bench_common.py: masks with padding,
 interior holes and an empty row). The rounds are interleaved: in every round each case is timed in
@@ -31,11 +33,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
 import refenvs  # noqa: E402
-from bench_common import CASES  # noqa: E402
+from bench_common import CASES, XLA_VARIANTS  # noqa: E402
 
 OUT = ROOT / "data" / "bench.json"
 SIDES = ROOT / "tools" / "bench_sides"
-TARGET_S = 0.25  # wall time of one request (repeat chosen from the previous round)
+TARGET_S = 0.03  # wall time of one request (repeat chosen from the previous round): short, so that a slow
+# spell of the machine falls on every framework of a case, and on several cases, alike
 
 
 class Side:
@@ -77,7 +80,7 @@ def machine():
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--only", default="")
     ap.add_argument("--no-refs", action="store_true")
     ap.add_argument("--out", default=str(OUT))
@@ -86,8 +89,12 @@ def main(argv=None) -> int:
     own_env = dict(os.environ, PYTHONNOUSERSITE="1")
     print("[bench] starting the dew_rl side and the memory floor", flush=True)
     sides = [Side("dew_rl", sys.executable, "dew_rl_side.py", own_env),
-             Side("floor", sys.executable, "dew_rl_side.py", own_env, ("--floor",))]
-    versions = {"dew_rl": __import__("dew_rl").__version__, "floor": "-"}
+             Side("floor", sys.executable, "dew_rl_side.py", own_env, ("--floor",)),
+             Side("numpy", sys.executable, "numpy_side.py", own_env),
+             *[Side(label, sys.executable, "dew_rl_side.py", dict(own_env, XLA_FLAGS=flags), ("--variant",))
+               for label, flags in XLA_VARIANTS.items()]]
+    versions = {"dew_rl": __import__("dew_rl").__version__, "floor": "-", "numpy": __import__("numpy").__version__,
+                **{label: f"XLA_FLAGS={flags}" for label, flags in XLA_VARIANTS.items()}}
     if not a.no_refs:
         for name, script in (("verl", "verl_side.py"), ("rlax", "rlax_side.py"), ("tunix", "tunix_side.py")):
             python = refenvs.build(name)
@@ -134,11 +141,12 @@ def main(argv=None) -> int:
     print(f"[bench] wrote {out} after {time.time() - t_start:.0f} s; machine: {result['machine']['cpu']}, "
           f"{result['machine']['cores']} cores")
     labels = [s.label for s in sides]
+    labels = [l for l in labels if l not in XLA_VARIANTS]  # the variants are in the JSON and the chapter
     print(f"{'case':<52}" + "".join(f"{l + ' ms':>12}" for l in labels) + "   ratios (dew_rl / x)")
     for row in rows:
         fw = row["frameworks"]
         cells = "".join(f"{fw[l]['median_ms']:>12.3f}" if l in fw else f"{'-':>12}" for l in labels)
-        ratios = ", ".join(f"{k.split('/')[1]} {v:.2f}" for k, v in row["ratios"].items())
+        ratios = ", ".join(f"{k.split('/')[1]} {v:.2f}" for k, v in row["ratios"].items() if k.split("/")[1] in labels)
         print(f"{row['case']:<52}{cells}   {ratios}")
     return 0
 

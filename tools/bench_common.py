@@ -23,25 +23,34 @@ SEED = 20261201
 GROUP = 8
 KL_COEF = 0.001
 
-# name -> (B, T): the shapes the cases read. "gae@64xT" rows form the sweep over T.
+# name -> (B, T): the shapes the cases read. "...@64xT" rows form the sweeps over T, "...@Bx2048" the sweeps over B.
 SHAPES = {
     "64x2048": (64, 2048),
     "256x8192": (256, 8192),
     "256x4096": (256, 4096),
     "8x128": (8, 128),  # the per-call overhead, where the work does not dominate
     **{f"64x{t}": (64, t) for t in (256, 512, 1024, 4096, 8192)},
+    **{f"{b}x2048": (b, 2048) for b in (16, 256, 1024)},
 }
+T_SWEEP = (256, 512, 1024, 2048, 4096, 8192)
+B_SWEEP = (16, 64, 256, 1024)
 GROUP_B = 4096
 
 CASES = [
-    *[f"gae@64x{t}" for t in (256, 512, 1024, 2048, 4096, 8192)],
+    *[f"gae@64x{t}" for t in T_SWEEP],
+    *[f"gae@{b}x2048" for b in B_SWEEP if b != 64],
     "gae@256x8192",
+    # the same outputs by the two-level recursion (nbs/02a_gae: C + T/C sequential steps instead of T)
+    *[f"gae_two_level@64x{t}" for t in T_SWEEP],
+    *[f"gae_two_level@{b}x2048" for b in B_SWEEP if b != 64],
+    "gae_two_level@256x8192",
     "gae@8x128",
     "group_advantage@4096",
     "global_normalize@256x4096",
     *[f"aggregate:{m}@256x4096" for m in ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean",
                                           "seq-mean-token-sum-norm")],
-    "aggregate:seq-mean-token-mean@64x2048",
+    *[f"aggregate:seq-mean-token-mean@64x{t}" for t in T_SWEEP],
+    *[f"aggregate:seq-mean-token-mean@{b}x2048" for b in B_SWEEP if b != 64],
     "aggregate:seq-mean-token-mean@8x128",
     *[f"{k}@256x4096" for k in ("k1", "k2", "k3")],
     "k3@64x2048",
@@ -59,6 +68,25 @@ CASES = [
     "primitive:gather@64x2048",
     "primitive:blocked_matmul@64x2048",
     "primitive:masked_whiten@64x2048",
+]
+
+
+# XLA:CPU settings the dew_rl side is also run under, on the cases below (label -> XLA_FLAGS): what the
+# compiler's own switches change on this machine. A library cannot set them for its user; a user can.
+XLA_VARIANTS = {
+    "dew_rl[ynn off]": "--xla_cpu_experimental_ynn_fusion_type=",
+    "dew_rl[xnnpack on]": "--xla_cpu_use_xnnpack=true",
+    "dew_rl[no eigen threads]": "--xla_cpu_multi_thread_eigen=false",
+    "dew_rl[no fusion emitters]": "--xla_cpu_use_fusion_emitters=false",
+}
+VARIANT_CASES = [
+    "gae@64x2048",
+    "aggregate:token-mean@256x4096",
+    "aggregate:seq-mean-token-mean@256x4096",
+    "k3@256x4096",
+    "ppo_dual_clip+token_mean:fwd@256x4096",
+    "primitive:copy@256x4096",
+    "primitive:masked_sum@256x4096",
 ]
 
 

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import as_float, as_mask, check_number, check_rank, check_same_shape, stat_dtype
+from .._checks import as_float, as_mask, check_int, check_number, check_rank, check_same_shape, stat_dtype
 from ..reductions import masked_whiten
 
 # %% auto #0
@@ -24,8 +24,10 @@ def _gae_step(carry, xs):
     return (g, gl, jnp.where(k_t, v_t, v_next), a_t), a_t
 
 
-def _gae_scan(fn, token_rewards, values, mask, gamma, lam):
-    "Checked inputs -> (raw advantages in the compute dtype, keep, values, compute dtype, output dtype)."
+def _gae_scan(fn, token_rewards, values, mask, gamma, lam, chunk=None):
+    """Checked inputs -> (raw advantages in the compute dtype, keep, values, compute dtype, output dtype).
+
+    `chunk=None`: one sequential scan over T. An int: the two-level recursion in chunks of `chunk` positions."""
     r = as_float(fn, "token_rewards", token_rewards)
     check_rank(fn, "token_rewards", r, 2)
     v = as_float(fn, "values", values)
@@ -41,9 +43,17 @@ def _gae_scan(fn, token_rewards, values, mask, gamma, lam):
     v_k = jnp.where(keep, jax.lax.stop_gradient(v).astype(ct), 0)
     g = jnp.asarray(gamma, ct)
     gl = g * jnp.asarray(lam, ct)
+    if chunk is not None and r.shape[1] > 0:
+        return _two_level(r_k, v_k, keep, g, gl, chunk), keep, v, ct, out
     zeros = jnp.zeros_like(r_k[:, 0])  # shaped like the data: varies over a shard_map axis as the inputs do
     _, adv = jax.lax.scan(_gae_step, (g, gl, zeros, zeros), (r_k.T, v_k.T, keep.T), reverse=True)
     return adv.T, keep, v, ct, out
+
+
+def _whitened(adv, keep, v, ct, out):
+    "`gae`'s outputs from `_gae_scan`'s: Â whitened over the valid tokens, and the returns Â + V before it."
+    returns = adv + jax.lax.stop_gradient(v).astype(ct)
+    return masked_whiten(adv, keep).astype(out), returns.astype(out)
 
 
 def gae_raw(token_rewards, values, mask, gamma, lam) -> jax.Array:
@@ -93,6 +103,59 @@ def gae(token_rewards, values, mask, gamma, lam) -> tuple[jax.Array, jax.Array]:
     tuple[jax.Array, jax.Array]
         (advantages, returns), each [B, T] in the caller's floating dtype
     """
-    adv, keep, v, ct, out = _gae_scan("gae", token_rewards, values, mask, gamma, lam)
-    returns = adv + jax.lax.stop_gradient(v).astype(ct)
-    return masked_whiten(adv, keep).astype(out), returns.astype(out)
+    return _whitened(*_gae_scan("gae", token_rewards, values, mask, gamma, lam))
+
+# %% ../../nbs/02a_gae.ipynb #9792db88
+def _two_level_step(carry, xs):
+    """One position of every chunk, right to left: the chunk-local recursion, and how the carry entering the
+    chunk reaches this position (alpha for Â_in, beta for V_in; d = 1 while V_next is still V_in)."""
+    g, gl, v_next, a_next, alpha, beta, d = carry
+    r_t, v_t, k_t = xs
+    a_t = jnp.where(k_t, r_t + g * v_next - v_t + gl * a_next, a_next)
+    alpha = jnp.where(k_t, gl * alpha, alpha)
+    beta = jnp.where(k_t, g * d + gl * beta, beta)
+    d = jnp.where(k_t, 0, d)
+    return (g, gl, jnp.where(k_t, v_t, v_next), a_t, alpha, beta, d), (a_t, alpha, beta)
+
+
+def _chunk_step(carry, xs):
+    "One chunk of every row, right to left: the chunk's affine map applied to the carry entering it."
+    v_in, a_in = carry
+    v0, a0, alpha0, beta0, d0 = xs
+    return (v0 + d0 * v_in, a0 + alpha0 * a_in + beta0 * v_in), (v_in, a_in)
+
+
+def _two_level(r_k, v_k, keep, g, gl, chunk):
+    "The masked-step GAE recursion on cleaned inputs [B, T], T > 0, in chunks of `chunk` positions."
+    B, T = r_k.shape
+    C = max(1, round(T**0.5)) if chunk == "sqrt" else chunk
+    n = -(-T // C)
+    pad = n * C - T
+    if pad:  # masked positions after the end pass every carry through
+        r_k, v_k, keep = (jnp.pad(a, ((0, 0), (0, pad))) for a in (r_k, v_k, keep))
+    lanes = lambda a: a.reshape(B, n, C).transpose(2, 0, 1)  # [C, B, n]: position in the chunk leads
+    R, V, K = lanes(r_k), lanes(v_k), lanes(keep)
+    zeros = jnp.zeros_like(R[0])  # shaped like the data: varies over a shard_map axis as the inputs do
+    (_, _, v0, a0, alpha0, beta0, d0), (a, alpha, beta) = jax.lax.scan(
+        _two_level_step, (g, gl, zeros, zeros, zeros + 1, zeros, zeros + 1), (R, V, K), reverse=True)
+    z = jnp.zeros_like(r_k[:, 0])
+    _, (v_in, a_in) = jax.lax.scan(_chunk_step, (z, z), (v0.T, a0.T, alpha0.T, beta0.T, d0.T), reverse=True)
+    adv = a + alpha * a_in.T[None] + beta * v_in.T[None]
+    return adv.transpose(1, 2, 0).reshape(B, n * C)[:, :T]
+
+
+def _chunk_arg(fn, chunk):
+    return chunk if chunk == "sqrt" else check_int(fn, "chunk", chunk, 1, " (positions per chunk) or \"sqrt\"")
+
+
+def _gae_raw_two_level(token_rewards, values, mask, gamma, lam, chunk="sqrt") -> jax.Array:
+    "`gae_raw` by the two-level recursion, in chunks of `chunk` positions (default: about √T)."
+    fn = "_gae_raw_two_level"
+    adv, _, _, _, out = _gae_scan(fn, token_rewards, values, mask, gamma, lam, chunk=_chunk_arg(fn, chunk))
+    return adv.astype(out)
+
+
+def _gae_two_level(token_rewards, values, mask, gamma, lam, chunk="sqrt") -> tuple[jax.Array, jax.Array]:
+    "`gae` by the two-level recursion, in chunks of `chunk` positions (default: about √T)."
+    fn = "_gae_two_level"
+    return _whitened(*_gae_scan(fn, token_rewards, values, mask, gamma, lam, chunk=_chunk_arg(fn, chunk)))

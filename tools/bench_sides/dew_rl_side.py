@@ -1,5 +1,7 @@
 """`make bench`, the dew_rl side (and, with --floor, the memory floor): every case jitted, float32.
 
+With --variant, the same functions on a few cases only, under the XLA_FLAGS that tools/bench.py sets.
+
 The floor of a case is a jitted function that reads the same inputs once and writes outputs of the
 same shapes once (their elementwise sum, reduced where the output is a scalar or per row); no loss
 can be faster on this machine than moving its data once. Both report the compiled function's
@@ -16,9 +18,11 @@ import jax.numpy as jnp  # noqa: E402
 
 import dew_rl as rl  # noqa: E402
 import dew_rl.objectives as obj  # noqa: E402
-from bench_common import GROUP, serve  # noqa: E402
+from dew_rl.advantages.gae import _gae_two_level  # noqa: E402
+from bench_common import GROUP, VARIANT_CASES, serve  # noqa: E402
 
 FLOOR = "--floor" in sys.argv
+VARIANT = "--variant" in sys.argv  # run under XLA_FLAGS set by tools/bench.py: only the cases it is compared on
 AGG = {"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"}
 
 
@@ -27,6 +31,8 @@ def spec(case: str):
     name = case.split("@")[0]
     if name == "gae":
         return (lambda r, v, m: rl.gae(r, v, m, 1.0, 0.95)), ("token_rewards", "values", "mask"), "2xBT"
+    if name == "gae_two_level":
+        return (lambda r, v, m: _gae_two_level(r, v, m, 1.0, 0.95)), ("token_rewards", "values", "mask"), "2xBT"
     if name == "group_advantage":
         return (lambda s: rl.group_advantage(s, GROUP)), ("scores",), "B"
     if name == "global_normalize":
@@ -114,4 +120,4 @@ def build(case, data):
 
 
 if __name__ == "__main__":
-    serve(build, lambda case: True)
+    serve(build, lambda case: case in VARIANT_CASES if VARIANT else True)
