@@ -27,7 +27,8 @@ def _gae_step(carry, xs):
 def _gae_scan(fn, token_rewards, values, mask, gamma, lam, chunk=None):
     """Checked inputs -> (raw advantages in the compute dtype, keep, values, compute dtype, output dtype).
 
-    `chunk=None`: one sequential scan over T. An int: the two-level recursion in chunks of `chunk` positions."""
+    `chunk=None`: one sequential scan over T. An int, or "sqrt" for about √T: the two-level recursion in chunks
+    of `chunk` positions."""
     r = as_float(fn, "token_rewards", token_rewards)
     check_rank(fn, "token_rewards", r, 2)
     v = as_float(fn, "values", values)

@@ -18,6 +18,7 @@ import jax.numpy as jnp  # noqa: E402
 
 import dew_rl as rl  # noqa: E402
 import dew_rl.objectives as obj  # noqa: E402
+from dew_rl._ops import count_kept  # noqa: E402
 from dew_rl.advantages.gae import _gae_two_level  # noqa: E402
 from bench_common import GROUP, VARIANT_CASES, serve  # noqa: E402
 
@@ -68,8 +69,8 @@ def spec(case: str):
     if name == "primitive:masked_sum":
         return (lambda x, m: jnp.where(m != 0, x, 0).sum()), ("advantages", "mask"), "scalar"
     if name == "primitive:masked_sum+count":
-        return (lambda x, m: (jnp.where(m != 0, x, 0).sum(), (m != 0).sum(dtype=jnp.int32))), ("advantages", "mask"), \
-            "scalar"
+        # the count as every dew_rl reduction takes it (`_ops.count_kept`)
+        return (lambda x, m: (jnp.where(m != 0, x, 0).sum(), count_kept(m != 0))), ("advantages", "mask"), "scalar"
     if name == "primitive:scan":
         def scan(x):  # the cost of one step of a sequential loop over T, with 64 lanes per step
             return jax.lax.scan(lambda c, x_t: (x_t + 0.95 * c, c), jnp.zeros_like(x[:, 0]), x.T, reverse=True)[1].T
