@@ -17,22 +17,22 @@ __all__ = ['AGGREGATION_MODES', 'STATS_EPS', 'LossCounts', 'aggregate', 'global_
 __version__ = "0.1.0"
 
 # %% ../nbs/99_api.ipynb #b63687d0
-from .reductions import (AGGREGATION_MODES, STATS_EPS, LossCounts, aggregate, global_masked_whiten, loss_counts,
+from ._reductions import (AGGREGATION_MODES, STATS_EPS, LossCounts, aggregate, global_masked_whiten, loss_counts,
                                masked_mean, masked_whiten, response_mean, segment_mean, token_mean)
-from .advantages.gae import gae, gae_raw
-from .advantages.group import GROUP_EPS, group_advantage, overlong_penalty
-from .advantages.rloo import rloo_advantage
-from .advantages.normalize import VAR_FLOOR, global_masked_moments, global_masked_normalize
-from .advantages.reinforce_pp import group_baseline_advantage, reinforce_plus_plus_returns
-from .surrogates.ratios import LOG_RATIO_CLAMP, SEQUENCE_LOG_RATIO_MAX, sequence_log_ratio, token_log_ratio
-from .surrogates.kl import KL_OUTPUT_CLAMP, KL_PENALTY_KINDS, k1_kl, k2_kl, k3_kl, kl_penalty
-from .surrogates.ppo import clipped_surrogate, clipped_surrogate_terms
-from .surrogates.soft import cispo_terms, sapo_terms
-from .surrogates.value import clipped_value_loss, clipped_value_loss_terms
-from .surrogates.importance import (SEQUENCE_STATISTICS, behavior_importance_weights,
+from ._advantages.gae import gae, gae_raw
+from ._advantages.group import GROUP_EPS, group_advantage, overlong_penalty
+from ._advantages.rloo import rloo_advantage
+from ._advantages.normalize import VAR_FLOOR, global_masked_moments, global_masked_normalize
+from ._advantages.reinforce_pp import group_baseline_advantage, reinforce_plus_plus_returns
+from ._surrogates.ratios import LOG_RATIO_CLAMP, SEQUENCE_LOG_RATIO_MAX, sequence_log_ratio, token_log_ratio
+from ._surrogates.kl import KL_OUTPUT_CLAMP, KL_PENALTY_KINDS, k1_kl, k2_kl, k3_kl, kl_penalty
+from ._surrogates.ppo import clipped_surrogate, clipped_surrogate_terms
+from ._surrogates.soft import cispo_terms, sapo_terms
+from ._surrogates.value import clipped_value_loss, clipped_value_loss_terms
+from ._surrogates.importance import (SEQUENCE_STATISTICS, behavior_importance_weights,
                                           sequence_importance_weights)
-from .surrogates.preference import preference_ipo, preference_logsigmoid, preference_margin
-from .logits import VOCAB_CHUNK, entropy_from_logits, linear_log_probs_and_entropy, log_probs_from_logits
+from ._surrogates.preference import preference_ipo, preference_logsigmoid, preference_margin
+from ._logits import VOCAB_CHUNK, entropy_from_logits, linear_log_probs_and_entropy, log_probs_from_logits
 
 # %% ../nbs/99_api.ipynb #a9373c46
 _all_ = [

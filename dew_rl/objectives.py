@@ -17,19 +17,19 @@ import numpy as np
 from ._checks import (as_float, as_mask, check_absent, check_choice, check_flag, check_int, check_number,
                             check_present, check_rank, check_same_shape, check_whole_groups, report_if_empty,
                             stat_dtype)
-from .reductions import AGGREGATION_MODES, LossCounts, aggregate, global_masked_whiten, loss_counts, token_mean
-from .advantages.gae import gae_raw
-from .advantages.group import group_advantage, overlong_penalty
-from .advantages.rloo import rloo_advantage
-from .advantages.normalize import VAR_FLOOR, global_masked_moments, global_masked_normalize
-from .advantages.reinforce_pp import group_baseline_advantage, reinforce_plus_plus_returns
-from .surrogates.ratios import sequence_log_ratio, token_log_ratio
-from .surrogates.kl import KL_PENALTY_KINDS, k1_kl, kl_penalty
-from .surrogates.ppo import clipped_surrogate_terms
-from .surrogates.soft import cispo_terms, sapo_terms
-from .surrogates.value import clipped_value_loss_terms
-from .surrogates.importance import behavior_importance_weights
-from .surrogates.preference import preference_logsigmoid, preference_margin
+from ._reductions import AGGREGATION_MODES, LossCounts, aggregate, global_masked_whiten, loss_counts, token_mean
+from ._advantages.gae import gae_raw
+from ._advantages.group import group_advantage, overlong_penalty
+from ._advantages.rloo import rloo_advantage
+from ._advantages.normalize import VAR_FLOOR, global_masked_moments, global_masked_normalize
+from ._advantages.reinforce_pp import group_baseline_advantage, reinforce_plus_plus_returns
+from ._surrogates.ratios import sequence_log_ratio, token_log_ratio
+from ._surrogates.kl import KL_PENALTY_KINDS, k1_kl, kl_penalty
+from ._surrogates.ppo import clipped_surrogate_terms
+from ._surrogates.soft import cispo_terms, sapo_terms
+from ._surrogates.value import clipped_value_loss_terms
+from ._surrogates.importance import behavior_importance_weights
+from ._surrogates.preference import preference_logsigmoid, preference_margin
 
 # %% auto #0
 __all__ = ['ESTIMATORS', 'GROUP_ESTIMATORS', 'ROLLOUT_MODES', 'DEFAULT_AGGREGATION', 'RECIPES', 'ObjectiveConfig',

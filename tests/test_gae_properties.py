@@ -27,7 +27,7 @@ import numpy as np
 from hypothesis import example, given, settings, strategies as st
 from hypothesis.extra import numpy as hnp
 
-from dew_rl.advantages.gae import _gae_raw_two_level, _gae_two_level, gae, gae_raw
+from dew_rl._advantages.gae import _gae_raw_two_level, _gae_two_level, gae, gae_raw
 
 B, T = 4, 12
 GAE = jax.jit(gae)

@@ -21,7 +21,7 @@ import pytest
 from jax.experimental import checkify
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from dew_rl.advantages.normalize import global_masked_normalize
+from dew_rl._advantages.normalize import global_masked_normalize
 from references import population_normalize
 from _multiprocess import run_processes
 
@@ -125,7 +125,7 @@ CHILD = textwrap.dedent(
     import jax.numpy as jnp
     from jax.experimental import checkify, multihost_utils
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-    from dew_rl.advantages.normalize import global_masked_normalize
+    from dew_rl._advantages.normalize import global_masked_normalize
 
     assert jax.device_count() == 2
     pid = PID

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from dew_rl.advantages.group import GROUP_EPS, group_advantage
-from dew_rl.advantages.rloo import rloo_advantage
+from dew_rl._advantages.group import GROUP_EPS, group_advantage
+from dew_rl._advantages.rloo import rloo_advantage
 
 SETTINGS = settings(max_examples=30, deadline=None, derandomize=True)
 

@@ -1,8 +1,10 @@
 """The library's internals: one public surface, documented functions, one rule for hyper-parameters.
 
-- Every module's `__all__` lists only public API: each name in it is exported at the top level of
-  `dew_rl` (or, for the private modules `_checks`, `_ops`, the module itself is private), and no
-  module imports an underscored name from another module that is not private.
+- The implementation modules are private (`dew_rl._reductions`, `dew_rl._advantages.gae`, ...); the
+  public namespaces are `dew_rl`, `dew_rl.objectives` and `dew_rl.testing`. Every layer module's
+  `__all__` lists only names that `dew_rl` exports (the shared internals `_checks` and `_ops` list
+  their own), and no module imports an underscored name from another layer: only from the shared
+  internals or from its own layer.
 - Every public function's `__doc__` carries a summary, a Parameters section naming each argument,
   and a Returns section (what `help()` and an editor's hover show).
 - A concrete JAX array passed as a hyper-parameter is treated as a traced one by every function:
@@ -29,11 +31,27 @@ def _name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _is_private(module: str) -> bool:
-    return any(part.startswith("_") for part in module.split(".")[1:])
+SHARED_INTERNALS = ("dew_rl._checks", "dew_rl._ops")
 
 
-PUBLIC_MODULES = [m for m in map(_name, MODULES) if not _is_private(m) and m not in ("dew_rl", "dew_rl.testing")]
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _may_import_private(importer: str, module: str) -> bool:
+    "Underscored names may come only from the shared internals or from the importer's own layer."
+    return module in SHARED_INTERNALS or _layer(module) == _layer(importer)
+
+
+LAYER_MODULES = [m for m in map(_name, MODULES)
+                 if m not in ("dew_rl", "dew_rl.testing", *SHARED_INTERNALS) and _layer(m) != "objectives"]
+PUBLIC_MODULES = LAYER_MODULES + ["dew_rl.objectives"]
+
+
+def test_implementation_modules_are_private():
+    public = sorted(m for m in map(_name, MODULES) if not any(p.startswith("_") for p in m.split(".")[1:]))
+    assert public == ["dew_rl", "dew_rl.objectives", "dew_rl.testing"], public
 
 
 @pytest.mark.parametrize("module", PUBLIC_MODULES)
@@ -60,18 +78,19 @@ def test_no_private_name_imported_from_a_public_module(path):
         if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("dew_rl")):
             base = package[: len(package) - (node.level - 1)] if node.level else []
             module = ".".join(base + ([node.module] if node.module else [])) if node.level else node.module
-            if _is_private(module):
+            if _may_import_private(_name(path), module):
                 continue
             bad += [f"{module}.{a.name}" for a in node.names if a.name.startswith("_")]
-    assert not bad, f"{path.name} imports private names of public modules: {bad}"
+    assert not bad, f"{path.name} imports private names of another layer: {bad}"
 
 
 def test_the_private_import_check_can_fail(tmp_path):
-    probe = "from dew_rl.surrogates.ppo import _prepare\nfrom dew_rl._checks import as_float\n"
+    probe = ("from dew_rl._surrogates.ppo import _prepare\nfrom dew_rl._checks import _under_checkify\n"
+             "from dew_rl._surrogates.ratios import _x\n")
     tree = ast.parse(probe)
     names = [f"{n.module}.{a.name}" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
-             for a in n.names if a.name.startswith("_") and not _is_private(n.module)]
-    assert names == ["dew_rl.surrogates.ppo._prepare"]
+             for a in n.names if a.name.startswith("_") and not _may_import_private("dew_rl._advantages.gae", n.module)]
+    assert names == ["dew_rl._surrogates.ppo._prepare", "dew_rl._surrogates.ratios._x"]
 
 
 PUBLIC_FUNCTIONS = sorted(n for n in rl.__all__ if inspect.isfunction(getattr(rl, n)))

@@ -1,4 +1,4 @@
-"""Log-probs and entropy from logits, and fused with the unembedding (`dew_rl.logits`).
+"""Log-probs and entropy from logits, and fused with the unembedding (`dew_rl._logits`).
 
 Every expectation is an independent float64 NumPy computation (log_softmax of the whole matrix and
 the closed-form gradients onehot - p and -p (log p + H), chained through hidden @ weight) or the
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh, PartitionSpec as P
 
-from dew_rl.logits import (VOCAB_CHUNK, _entropy_from_logits, _log_probs_from_logits, entropy_from_logits,
+from dew_rl._logits import (VOCAB_CHUNK, _entropy_from_logits, _log_probs_from_logits, entropy_from_logits,
                            linear_log_probs_and_entropy, log_probs_from_logits)
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "logits_frameworks.npz"

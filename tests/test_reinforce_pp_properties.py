@@ -10,8 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from dew_rl.advantages.normalize import global_masked_normalize
-from dew_rl.advantages.reinforce_pp import group_baseline_advantage, reinforce_plus_plus_returns
+from dew_rl._advantages.normalize import global_masked_normalize
+from dew_rl._advantages.reinforce_pp import group_baseline_advantage, reinforce_plus_plus_returns
 from references import population_normalize
 
 SETTINGS = settings(max_examples=30, deadline=None, derandomize=True)

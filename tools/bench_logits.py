@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from dew_rl.logits import VOCAB_CHUNK, linear_log_probs_and_entropy
+from dew_rl._logits import VOCAB_CHUNK, linear_log_probs_and_entropy
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "bench_logits.json"

@@ -19,7 +19,7 @@ import jax.numpy as jnp  # noqa: E402
 import dew_rl as rl  # noqa: E402
 import dew_rl.objectives as obj  # noqa: E402
 from dew_rl._ops import count_kept  # noqa: E402
-from dew_rl.advantages.gae import _gae_two_level  # noqa: E402
+from dew_rl._advantages.gae import _gae_two_level  # noqa: E402
 from bench_common import GROUP, VARIANT_CASES, serve  # noqa: E402
 
 FLOOR = "--floor" in sys.argv

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from .._checks import as_float, as_ids, as_mask, check_rank, check_same_shape, stat_dtype
 from .._ops import clamp
-from ..reductions import segment_mean
+from .._reductions import segment_mean
 
 # %% auto #0
 __all__ = ['LOG_RATIO_CLAMP', 'SEQUENCE_LOG_RATIO_MAX', 'token_log_ratio', 'sequence_log_ratio']

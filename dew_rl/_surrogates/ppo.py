@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from .._checks import check_clip_offsets, surrogate_inputs
 from .._ops import clamp, larger, smaller
-from ..reductions import token_mean
+from .._reductions import token_mean
 from .ratios import LOG_RATIO_CLAMP
 
 # %% auto #0

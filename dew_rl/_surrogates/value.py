@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from .._checks import as_float, as_mask, check_number, check_rank, check_same_shape, stat_dtype
 from .._ops import clamp, larger
-from ..reductions import aggregate, token_mean
+from .._reductions import aggregate, token_mean
 
 # %% auto #0
 __all__ = ['clipped_value_loss_terms', 'clipped_value_loss']

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import as_float, as_mask, check_int, check_number, check_rank, check_same_shape, stat_dtype
-from ..reductions import masked_whiten
+from .._reductions import masked_whiten
 
 # %% auto #0
 __all__ = ['gae_raw', 'gae']
