@@ -175,7 +175,7 @@ def stat_dtype(dtype) -> jnp.dtype:
     return jnp.promote_types(dtype, jnp.float32)
 
 # %% ../nbs/00a_checks.ipynb #6d7f80e8
-def check_number(fn: str, name: str, value, ok, expect: str, static: bool = False) -> float | None:
+def check_number(fn: str, name: str, value, ok, expect: str, static: bool = False) -> float | jax.Array:
     """Check a scalar hyper-parameter by value when it is a host number, by shape and dtype when it is a JAX array.
 
     Parameters
@@ -195,8 +195,9 @@ def check_number(fn: str, name: str, value, ok, expect: str, static: bool = Fals
 
     Returns
     -------
-    float or None
-        the value as a float when it is a host number; None for a JAX array, whose value is never read
+    float or jax.Array
+        the value as a float when it is a host number; a JAX array is returned as it is (its value is never
+        read), so that the caller computes with whichever it got
     """
     if isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{fn}: `{name}` must be {expect}; got {value!r}")
@@ -214,7 +215,7 @@ def check_number(fn: str, name: str, value, ok, expect: str, static: bool = Fals
                                    or jnp.issubdtype(value.dtype, jnp.integer)):
             raise ValueError(f"{fn}: `{name}` must be {expect}: a real scalar; got a JAX array of shape "
                              f"{shape_text(value.shape)} and dtype {value.dtype}")
-        return None
+        return value
     raise ValueError(f"{fn}: `{name}` must be {expect} (a Python number or a 0-d array); got {value!r}")
 
 
@@ -302,12 +303,16 @@ def surrogate_inputs(fn: str, log_ratio, advantages, mask) -> tuple:
 
 
 def check_clip_offsets(fn: str, epsilon_low, epsilon_high, dual_clip) -> tuple:
-    "PPO's static clip constants: `epsilon_low` in [0, 1), `epsilon_high` >= 0, `dual_clip` None or > 1; as floats."
+    """PPO's clip constants: `epsilon_low` in [0, 1), `epsilon_high` >= 0, `dual_clip` None or > 1.
+
+    Host numbers are range-checked and returned as floats; JAX scalars (a schedule's traced value) are
+    returned as they are. Whether the dual clip exists (`None` or not) is static structure.
+    """
     lo = check_number(fn, "epsilon_low", epsilon_low, lambda v: 0.0 <= v < 1.0,
-                      "in [0, 1) so that the lower bound 1 - epsilon_low is positive", static=True)
-    hi = check_number(fn, "epsilon_high", epsilon_high, lambda v: v >= 0.0, ">= 0", static=True)
+                      "in [0, 1) so that the lower bound 1 - epsilon_low is positive")
+    hi = check_number(fn, "epsilon_high", epsilon_high, lambda v: v >= 0.0, ">= 0")
     if dual_clip is not None:
-        dual_clip = check_number(fn, "dual_clip", dual_clip, lambda v: v > 1.0, "None or a number > 1", static=True)
+        dual_clip = check_number(fn, "dual_clip", dual_clip, lambda v: v > 1.0, "None or a number > 1")
     return lo, hi, dual_clip
 
 # %% ../nbs/00a_checks.ipynb #ad2846d5

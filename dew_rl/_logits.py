@@ -22,9 +22,9 @@ __all__ = ['VOCAB_CHUNK', 'log_probs_from_logits', 'entropy_from_logits', 'linea
 VOCAB_CHUNK = 4096  # default vocabulary chunk: [N, 4096] float32 buffers, a multiple of 128
 
 
-def _temperature(fn: str, temperature) -> float:
-    return check_number(fn, "temperature", temperature, lambda v: 0.0 < v < np.inf, "a finite number > 0",
-                        static=True)
+def _temperature(fn: str, temperature):
+    "A host number > 0 (range-checked) or a JAX scalar (a traced temperature, passed through unread)."
+    return check_number(fn, "temperature", temperature, lambda v: 0.0 < v < np.inf, "a finite number > 0")
 
 
 def _chunk(fn: str, chunk_size, V: int) -> int:
@@ -130,7 +130,7 @@ def _slicer(logits, ct):
     return lambda start, width: _read(logits, start, width).astype(ct)
 
 
-@partial(jax.custom_vjp, nondiff_argnums=(2, 3))
+@partial(jax.custom_vjp, nondiff_argnums=(3,))
 def _from_logits(logits, tokens, tau, C):
     "(log_probs, entropy) of logits [N, V] over chunks of C columns; the custom VJP rule is below."
     ct = stat_dtype(logits.dtype)
@@ -141,11 +141,11 @@ def _from_logits(logits, tokens, tau, C):
 def _from_logits_fwd(logits, tokens, tau, C):
     ct = stat_dtype(logits.dtype)
     lp, entropy, shift, log_s = _forward(_slicer(logits, ct), logits.shape[1], C, tokens, tau)
-    return (lp, entropy), (logits, tokens, shift, log_s, entropy)
+    return (lp, entropy), (logits, tokens, tau, shift, log_s, entropy)
 
 
-def _from_logits_bwd(tau, C, res, g):
-    logits, tokens, shift, log_s, entropy = res
+def _from_logits_bwd(C, res, g):
+    logits, tokens, tau, shift, log_s, entropy = res
     ct = shift.dtype
     g_lp, g_H = g
     g_lp = None if g_lp is None else g_lp.astype(ct)
@@ -158,7 +158,7 @@ def _from_logits_bwd(tau, C, res, g):
         return jax.lax.dynamic_update_slice_in_dim(dl, grad(start, z), start, axis=1)
 
     init = lambda start, z: step(jnp.zeros(logits.shape, logits.dtype), start, z.shape[1], z)
-    return _backward(_slicer(logits, ct), logits.shape[1], C, step, init), None
+    return _backward(_slicer(logits, ct), logits.shape[1], C, step, init), None, jnp.zeros_like(tau)
 
 
 _from_logits.defvjp(_from_logits_fwd, _from_logits_bwd)
@@ -171,7 +171,7 @@ def _projector(hidden, weight, ct):
     return get
 
 
-@partial(jax.custom_vjp, nondiff_argnums=(3, 4))
+@partial(jax.custom_vjp, nondiff_argnums=(4,))
 def _linear(hidden, weight, tokens, tau, C):
     "(log_probs, entropy) of hidden [N, D] @ weight [D, V], chunk by chunk; the custom VJP rule is below."
     ct = stat_dtype(jnp.result_type(hidden, weight))
@@ -182,11 +182,11 @@ def _linear(hidden, weight, tokens, tau, C):
 def _linear_fwd(hidden, weight, tokens, tau, C):
     ct = stat_dtype(jnp.result_type(hidden, weight))
     lp, entropy, shift, log_s = _forward(_projector(hidden, weight, ct), weight.shape[1], C, tokens, tau)
-    return (lp, entropy), (hidden, weight, tokens, shift, log_s, entropy)
+    return (lp, entropy), (hidden, weight, tokens, tau, shift, log_s, entropy)
 
 
-def _linear_bwd(tau, C, res, g):
-    hidden, weight, tokens, shift, log_s, entropy = res
+def _linear_bwd(C, res, g):
+    hidden, weight, tokens, tau, shift, log_s, entropy = res
     ct = shift.dtype
     g_lp, g_H = (c.astype(ct) for c in g)
 
@@ -207,7 +207,7 @@ def _linear_bwd(tau, C, res, g):
         return dh, jax.lax.dynamic_update_slice_in_dim(jnp.zeros(weight.shape, weight.dtype), dw_c, start, axis=1)
 
     dh, dw = _backward(_projector(hidden, weight, ct), weight.shape[1], C, step, init)
-    return dh.astype(hidden.dtype), dw, None
+    return dh.astype(hidden.dtype), dw, None, jnp.zeros_like(tau)
 
 
 _linear.defvjp(_linear_fwd, _linear_bwd)
@@ -255,7 +255,7 @@ def log_probs_from_logits(logits, tokens, temperature=1.0):
         [B, T] integer: the sampled tokens, in [0, V); NumPy or Python values are checked, a JAX array
         is not (a traced out-of-range token gives NaN at its position)
     temperature
-        float: a static Python or NumPy number > 0, the sampling temperature
+        float > 0 or a JAX scalar (traced, unread): the sampling temperature; it carries no gradient
 
     Returns
     -------
@@ -274,7 +274,7 @@ def entropy_from_logits(logits, temperature=1.0):
     logits
         [B, T, V] floating: the policy's logits; bfloat16 is upcast per chunk, never as a whole
     temperature
-        float: a static Python or NumPy number > 0
+        float > 0 or a JAX scalar (traced, unread): the sampling temperature; it carries no gradient
 
     Returns
     -------
@@ -297,7 +297,7 @@ def linear_log_probs_and_entropy(hidden, weight, tokens, temperature=1.0, chunk_
     tokens
         [B, T] integer: the sampled tokens, in [0, V) (NumPy values checked, JAX arrays not: NaN there)
     temperature
-        float: a static Python or NumPy number > 0
+        float > 0 or a JAX scalar (traced, unread): the sampling temperature; it carries no gradient
     chunk_size
         int or None: vocabulary columns per chunk, a static Python int >= 1; None for 4096
 

@@ -315,7 +315,7 @@ H_, W_ = np.zeros((2, 3, 4), np.float32), np.zeros((4, 5), np.float32)
     (lambda: log_probs_from_logits(Z, TOK, 0.0), "log_probs_from_logits: `temperature` must be a finite number > 0; got 0.0"),
     (lambda: entropy_from_logits(Z, -0.5), "entropy_from_logits: `temperature` must be a finite number > 0; got -0.5"),
     (lambda: linear_log_probs_and_entropy(H_, W_, TOK, 0), "linear_log_probs_and_entropy: `temperature` must be a finite number > 0"),
-    (lambda: entropy_from_logits(Z, jnp.asarray(0.7)), "entropy_from_logits: `temperature` must be a Python or NumPy real number"),
+    (lambda: entropy_from_logits(Z, jnp.ones(2)), "entropy_from_logits: `temperature` must be a finite number > 0: a real scalar"),
     (lambda: linear_log_probs_and_entropy(H_, W_, TOK, 1.0, 0), "linear_log_probs_and_entropy: `chunk_size` must be >= 1; got 0"),
     (lambda: linear_log_probs_and_entropy(H_, W_, TOK, 1.0, 64.0), "linear_log_probs_and_entropy: `chunk_size` must be a Python int"),
     (lambda: linear_log_probs_and_entropy(H_, W_, TOK, 1.0, jnp.asarray(64)), "`chunk_size` must be a Python int"),

@@ -39,7 +39,7 @@ def sapo_terms(log_ratio, advantages, mask, tau_pos: float = 1.0, tau_neg: float
         [B, T] per-token loss, zero outside the mask, in the result dtype of the inputs
     """
     fn = "sapo_terms"
-    tp, tn = (check_number(fn, name, v, lambda f: 0.0 < f < float("inf"), "a positive finite number", static=True)
+    tp, tn = (check_number(fn, name, v, lambda f: 0.0 < f < float("inf"), "a positive finite number")
               for name, v in (("tau_pos", tau_pos), ("tau_neg", tau_neg)))
     x, adv, keep, ct, rt = surrogate_inputs(fn, log_ratio, advantages, mask)
     rho = jnp.exp(clamp(x, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
@@ -73,9 +73,9 @@ def cispo_terms(log_ratio, log_probs, advantages, mask, epsilon_low: float = 1.0
     """
     fn = "cispo_terms"
     lo = check_number(fn, "epsilon_low", epsilon_low, lambda v: 0.0 <= v <= 1.0,
-                      "in [0, 1] (lower bound 1 - epsilon_low in [0, 1])", static=True)
+                      "in [0, 1] (lower bound 1 - epsilon_low in [0, 1])")
     hi = check_number(fn, "epsilon_high", epsilon_high, lambda v: v >= 0.0,
-                      ">= 0 (upper bound 1 + epsilon_high >= 1)", static=True)
+                      ">= 0 (upper bound 1 + epsilon_high >= 1)")
     x, adv, keep, ct, _ = surrogate_inputs(fn, log_ratio, advantages, mask)
     log_probs = as_float(fn, "log_probs", log_probs)
     check_same_shape(fn, "log_probs", log_probs, "log_ratio", x)
