@@ -59,7 +59,8 @@ def as_mask(fn: str, mask, shape: tuple, name: str = "mask", like: str = "x") ->
     fn
         str: the public function's name
     mask
-        array-like, bool, integer or floating 0/1; kept wherever it is non-zero
+        array-like, bool, integer or floating 0/1; kept wherever it is non-zero (a host array with a
+        value other than 0 and 1 is refused; a JAX array is not read back)
     shape
         tuple: the shape it must have (no broadcasting)
     name
@@ -72,6 +73,12 @@ def as_mask(fn: str, mask, shape: tuple, name: str = "mask", like: str = "x") ->
     jax.Array
         bool, `mask != 0`
     """
+    if not isinstance(mask, jax.Array):  # a host mask is checked by value: 0 and 1 only, never a weight
+        host = np.asarray(mask)
+        if host.dtype.kind in "iuf" and host.size and not ((host == 0) | (host == 1)).all():
+            odd = host[~((host == 0) | (host == 1))]
+            raise ValueError(f"{fn}: `{name}` must hold only 0 and 1 (a mask selects; it is not a weight); "
+                             f"got {odd.size} other value(s), e.g. {odd.flat[0]!r}")
     mask = jnp.asarray(mask)
     if not (mask.dtype == jnp.bool_ or jnp.issubdtype(mask.dtype, jnp.integer)
             or jnp.issubdtype(mask.dtype, jnp.floating)):

@@ -135,7 +135,7 @@ def token_mean(x, mask, axis_name=None, counts=None) -> jax.Array:
     Returns
     -------
     jax.Array
-        scalar in the caller's floating dtype; NaN when no position is kept anywhere
+        scalar in the caller's floating dtype; exactly 0 (with a zero gradient) when no position is kept anywhere
     """
     fn = "token_mean"
     x = as_float(fn, "x", x, allow_int=True)
@@ -146,7 +146,7 @@ def token_mean(x, mask, axis_name=None, counts=None) -> jax.Array:
     total, count = sum_over(axis_name, total, count_kept(keep))
     if counts is not None:
         count = counts.tokens
-    return (total / count.astype(ct)).astype(x.dtype)
+    return (total / jnp.maximum(count, 1).astype(ct)).astype(x.dtype)  # nothing kept: 0 / 1
 
 # %% ../nbs/01_reductions.ipynb #e5fd90fb
 def response_mean(x, mask, axis_name=None, counts=None) -> jax.Array:
