@@ -5,14 +5,14 @@
 # %% auto #0
 __all__ = ['EmptyBatchError', 'AGGREGATION_MODES', 'STATS_EPS', 'LossCounts', 'aggregate', 'global_masked_whiten', 'loss_counts',
            'masked_mean', 'masked_whiten', 'response_mean', 'segment_mean', 'token_mean', 'GROUP_EPS', 'VAR_FLOOR',
-           'gae', 'gae_raw', 'global_masked_moments', 'global_masked_normalize', 'group_advantage',
-           'group_baseline_advantage', 'overlong_penalty', 'reinforce_plus_plus_returns', 'rloo_advantage',
-           'KL_OUTPUT_CLAMP', 'KL_PENALTY_KINDS', 'LOG_RATIO_CLAMP', 'SEQUENCE_LOG_RATIO_MAX', 'adaptive_kl_update',
-           'k1_kl', 'k2_kl', 'k3_kl', 'kl_penalty', 'sequence_log_ratio', 'token_log_ratio', 'SEQUENCE_STATISTICS',
-           'behavior_importance_weights', 'cispo_terms', 'clipped_surrogate', 'clipped_surrogate_terms',
-           'clipped_value_loss', 'clipped_value_loss_terms', 'preference_ipo', 'preference_logsigmoid',
-           'preference_margin', 'sapo_terms', 'sequence_importance_weights', 'VOCAB_CHUNK', 'entropy_from_logits',
-           'linear_log_probs_and_entropy', 'log_probs_from_logits']
+           'dynamic_sampling_mask', 'gae', 'gae_raw', 'global_masked_moments', 'global_masked_normalize',
+           'group_advantage', 'group_baseline_advantage', 'overlong_penalty', 'reinforce_plus_plus_returns',
+           'rloo_advantage', 'KL_OUTPUT_CLAMP', 'KL_PENALTY_KINDS', 'LOG_RATIO_CLAMP', 'SEQUENCE_LOG_RATIO_MAX',
+           'adaptive_kl_update', 'k1_kl', 'k2_kl', 'k3_kl', 'kl_penalty', 'sequence_log_ratio', 'token_log_ratio',
+           'SEQUENCE_STATISTICS', 'behavior_importance_weights', 'cispo_terms', 'clipped_surrogate',
+           'clipped_surrogate_terms', 'clipped_value_loss', 'clipped_value_loss_terms', 'preference_ipo',
+           'preference_logsigmoid', 'preference_margin', 'sapo_terms', 'sequence_importance_weights', 'VOCAB_CHUNK',
+           'entropy_from_logits', 'linear_log_probs_and_entropy', 'log_probs_from_logits']
 
 # %% ../nbs/99_api.ipynb #c79b51bf
 __version__ = "0.1.0"
@@ -22,7 +22,7 @@ from ._checks import EmptyBatchError
 from ._reductions import (AGGREGATION_MODES, STATS_EPS, LossCounts, aggregate, global_masked_whiten, loss_counts,
                                masked_mean, masked_whiten, response_mean, segment_mean, token_mean)
 from ._advantages.gae import gae, gae_raw
-from ._advantages.group import GROUP_EPS, group_advantage, overlong_penalty
+from ._advantages.group import GROUP_EPS, dynamic_sampling_mask, group_advantage, overlong_penalty
 from ._advantages.rloo import rloo_advantage
 from ._advantages.normalize import VAR_FLOOR, global_masked_moments, global_masked_normalize
 from ._advantages.reinforce_pp import group_baseline_advantage, reinforce_plus_plus_returns
@@ -44,7 +44,7 @@ _all_ = [
     "AGGREGATION_MODES", "STATS_EPS", "LossCounts", "aggregate", "global_masked_whiten", "loss_counts", "masked_mean",
     "masked_whiten", "response_mean", "segment_mean", "token_mean",
     # advantages
-    "GROUP_EPS", "VAR_FLOOR", "gae", "gae_raw", "global_masked_moments", "global_masked_normalize", "group_advantage",
+    "GROUP_EPS", "VAR_FLOOR", "dynamic_sampling_mask", "gae", "gae_raw", "global_masked_moments", "global_masked_normalize", "group_advantage",
     "group_baseline_advantage", "overlong_penalty", "reinforce_plus_plus_returns", "rloo_advantage",
     # ratios and KL
     "KL_OUTPUT_CLAMP", "KL_PENALTY_KINDS", "LOG_RATIO_CLAMP", "SEQUENCE_LOG_RATIO_MAX", "adaptive_kl_update", "k1_kl",

@@ -89,17 +89,33 @@ def gae_raw(r, v, k, gamma, lam):
     return A
 
 
-def ref_advantages(cfg, mask, rewards=None, old=None, ref=None, token_rewards=None, old_values=None):
+def response_mean(x, k):
+    "Mean over every row of the row's token mean (an empty row counts as 0)."
+    n = k.sum(1)
+    return (np.where(k, x, 0.0).sum(1) / np.maximum(n, 1)).mean()
+
+
+def group_index(group_ids, B, G):
+    """Each row's group as a list of row indices: by id when `group_ids` is given, else contiguous blocks of G."""
+    ids = np.arange(B) // G if group_ids is None else np.asarray(group_ids)
+    return [np.flatnonzero(ids == ids[i]) for i in range(B)]
+
+
+def ref_advantages(cfg, mask, rewards=None, old=None, ref=None, token_rewards=None, old_values=None, group_ids=None):
     """-> (advantages [B, T], returns [B, T] or None, kept mask [B, T] bool, metrics dict)."""
     est = cfg.advantage_estimator
     k = _keep(mask)
     B, T = k.shape
     G = cfg.n_samples_per_prompt
     metrics, returns = {}, None
+    kl_on = not (isinstance(cfg.kl_coef, float) and cfg.kl_coef == 0.0)
+    if kl_on and est in ("ppo", "reinforce_plus_plus"):
+        kl_tok = _sel(old, k) - _sel(ref, k)
+        metrics["rollout/reward_kl_penalty"] = response_mean(kl_tok, k)
     if est == "ppo":
         r = _sel(token_rewards, k)
         metrics["rollout/raw_reward"] = r.sum(1).mean()
-        if cfg.kl_coef > 0:
+        if kl_on:
             r = np.where(k, r - cfg.kl_coef * (_sel(old, k) - _sel(ref, k)), 0.0)
         v = _sel(old_values, k)
         raw = np.where(k, gae_raw(r, v, k, cfg.gamma, cfg.lam), 0.0)
@@ -112,27 +128,29 @@ def ref_advantages(cfg, mask, rewards=None, old=None, ref=None, token_rewards=No
         if est == "dapo" and cfg.overlong_buffer_len is not None:
             R = R + overlong(k, cfg.max_response_length or T, cfg.overlong_buffer_len, cfg.overlong_penalty_factor)
         metrics["rollout/raw_reward"] = R.mean()
-        Rg = R.reshape(-1, G)
-        mean_g = np.repeat(Rg.mean(1), G)
+        members = group_index(group_ids, B, G)            # each row's group: its row indices
+        size = np.array([len(m) for m in members])
+        mean_g = np.array([R[m].mean() for m in members])
         if est == "reinforce_plus_plus":
-            kl = _sel(old, k) - _sel(ref, k) if cfg.kl_coef > 0 else np.zeros((B, T))
+            kl = _sel(old, k) - _sel(ref, k) if kl_on else np.zeros((B, T))
             returns = rfpp_returns(R, kl, k, cfg.kl_coef, cfg.gamma)
             raw = returns
         elif est == "reinforce_plus_plus_baseline":
             raw = np.where(k, (R - mean_g)[:, None], 0.0)
         elif est == "rloo":
-            others = (np.repeat(Rg.sum(1), G) - R) / (G - 1)
-            raw = np.where(k, (R - others)[:, None], 0.0)
+            others = np.array([(R[m].sum() - R[i]) / max(len(m) - 1, 1) for i, m in enumerate(members)])
+            raw = np.where(k, np.where(size > 1, R - others, 0.0)[:, None], 0.0)
         else:
             a = R - mean_g
             if cfg.norm_adv_by_std_in_grpo:
-                a = a / (np.repeat(Rg.std(1, ddof=1), G) + GROUP_EPS)
+                std = np.array([R[m].std(ddof=1) if len(m) > 1 else 0.0 for m in members])
+                a = np.where(size > 1, a / (std + GROUP_EPS), 0.0)
             raw = np.where(k, a[:, None], 0.0)
         if est == "dapo" and cfg.dynamic_sampling:
-            kept_group = Rg.max(1) != Rg.min(1)
-            k = k & np.repeat(kept_group, G)[:, None]
+            kept_row = np.array([R[m].max() != R[m].min() for m in members])
+            k = k & kept_row[:, None]
             raw = np.where(k, raw, 0.0)
-            metrics["rollout/kept_groups"] = int(kept_group.sum())
+            metrics["rollout/kept_groups"] = len({tuple(m) for i, m in enumerate(members) if kept_row[i]})
         if est in ("reinforce_plus_plus", "reinforce_plus_plus_baseline") and cfg.normalize_advantages:
             adv = population_normalize(raw, k)
         else:
@@ -156,7 +174,7 @@ def aggregate(x, k, mode, counts=None, norm=None):
     n = k.sum(1)
     rows, tokens = counts if counts is not None else (k.shape[0], n.sum())
     if mode == "token-mean":
-        return S.sum() / tokens
+        return S.sum() / max(tokens, 1)                 # a loss over no token is 0
     if mode == "token-sum":
         return S.sum()
     if mode == "seq-mean-token-mean":
@@ -187,7 +205,7 @@ def kl_terms(lp, ref, kind, frozen):
 
 def policy_terms(cfg, lp, old, adv, k, frozen):
     """-> (per-token loss, clipped indicator, dual-clip indicator), zero outside the mask."""
-    est = cfg.advantage_estimator
+    est = cfg.loss_mode            # the per-token loss: verl's loss_mode
     A = np.where(k, adv, 0.0)
     if est == "gspo":
         d0 = np.where(k, frozen - old, 0.0)
@@ -243,10 +261,16 @@ def ref_loss(cfg, lp, mask, old, adv, ref=None, returns=None, old_values=None, v
     metrics = {"train/pg_loss": pg, "train/pg_clipfrac": agg(clipped.astype(float)),
                "train/pg_clipfrac_lower": agg(dual.astype(float)),
                "train/ppo_kl": agg(-np.clip(frozen - old, -20, 20))}
+    # kept tokens at which a log ratio the loss takes is beyond the clamp of 20 or not finite
+    out = ~(np.abs(frozen - old) <= 20)
+    if cfg.tis_cap is not None:
+        out |= ~(np.abs(old - _sel(behavior, k)) <= 20)
     if cfg.use_kl_loss:
         kl = agg(np.where(k, kl_terms(lp, _sel(ref, k), cfg.kl_loss_type, frozen), 0.0))
         total = total + cfg.kl_loss_coef * kl
         metrics["train/kl_loss"] = kl
+        out |= ~(np.abs(frozen - _sel(ref, k)) <= 20)
+    metrics["train/log_ratio_clampfrac"] = agg((k & out).astype(float))
     if entropy is not None:
         h = agg(_sel(entropy, k))
         total = total - cfg.entropy_coeff * h

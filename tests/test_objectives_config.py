@@ -125,16 +125,17 @@ RULES = [
       for e in ("reinforce_plus_plus", "reinforce_plus_plus_baseline")
       for mode in ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-sum-norm")],
     ("rf++ with KL loss", lambda: obj.reinforce_plus_plus(use_kl_loss=True), ["`use_kl_loss`", "leave use_kl_loss=False"]),
-    ("baseline with kl_coef", lambda: obj.reinforce_plus_plus_baseline(kl_coef=0.01), ["`kl_coef`", "set kl_coef=0"]),
+    ("baseline with kl_coef", lambda: obj.reinforce_plus_plus_baseline(kl_coef=0.01),
+     ["`kl_coef`", "never read by reinforce_plus_plus_baseline", "default 0.0", "separate k2 loss"]),
     *[(f"{e} cp", (lambda e=e: getattr(obj, e)(context_parallel_size=2)), ["`context_parallel_size`", "use context_parallel_size=1"])
       for e in ("reinforce_plus_plus", "reinforce_plus_plus_baseline")],
     *[(f"{e} {mode}", (lambda e=e, mode=mode: getattr(obj, e)(rollout_mode=mode)), ["`rollout_mode`", "use rollout_mode='colocate'"])
       for e in ("reinforce_plus_plus", "reinforce_plus_plus_baseline") for mode in ("fully_async", "hybrid")],
     ("unknown rollout_mode", lambda: obj.grpo(rollout_mode="async"), ["`rollout_mode`", "one of"]),
     ("baseline reward hook", lambda: obj.reinforce_plus_plus_baseline(reward_post_process=lambda r: r),
-     ["`reward_post_process`", "leave reward_post_process=None"]),
+     ["`reward_post_process`", "never read by reinforce_plus_plus_baseline", "default None", "inclusive group-mean"]),
     ("baseline advantage hook", lambda: obj.reinforce_plus_plus_baseline(custom_advantage=lambda r, a: r.rewards),
-     ["`custom_advantage`", "leave custom_advantage=None"]),
+     ["`custom_advantage`", "never read by reinforce_plus_plus_baseline", "default None", "inclusive group-mean"]),
     ("hook not callable", lambda: obj.grpo(reward_post_process=3), ["`reward_post_process`", "callable"]),
     ("per-token loss and another mode", lambda: obj.grpo(calculate_per_token_loss=True, loss_agg_mode="seq-mean-token-mean"),
      ["`calculate_per_token_loss`", "True means loss_agg_mode='token-mean'"]),
@@ -164,7 +165,10 @@ RULES = [
     ("dr_grpo with std", lambda: obj.dr_grpo(norm_adv_by_std_in_grpo=True), ["`norm_adv_by_std_in_grpo`", "norm_adv_by_std_in_grpo=False"]),
     ("dynamic sampling with seq-mean", lambda: obj.dapo(loss_agg_mode="seq-mean-token-sum"), ["`dynamic_sampling`", "token-mean"]),
     ("buffer beyond max length", lambda: obj.dapo(overlong_buffer_len=512, max_response_length=256), ["`overlong_buffer_len`", "no longer than"]),
-    ("array field", lambda: obj.grpo(clip_ratio_high=jnp.asarray(0.28)), ["`clip_ratio_high`", "static under jit"]),
+    ("array of shape [2]", lambda: obj.grpo(clip_ratio_high=jnp.ones(2)), ["`clip_ratio_high`", "a real scalar"]),
+    ("array for an unread field", lambda: obj.grpo(tau_pos=jnp.asarray(1.0)), ["`tau_pos`=a JAX array", "never read by grpo"]),
+    ("estimator changed by replace", lambda: dataclasses.replace(obj.grpo(), advantage_estimator="dapo"),
+     ["`advantage_estimator` was changed from 'grpo' to 'dapo'", "dew_rl.objectives.dapo(...)"]),
     ("flag not bool", lambda: obj.ppo(normalize_advantages=1), ["`normalize_advantages`", "Python bool"]),
     ("entropy_coeff nan", lambda: obj.grpo(entropy_coeff=float("nan")), ["`entropy_coeff`", "finite"]),
 ]

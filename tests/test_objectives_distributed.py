@@ -165,6 +165,31 @@ def test_shard_map_global_empty_raises(mesh):
         f(empty).block_until_ready()
 
 
+@pytest.mark.parametrize("name", ["grpo", "rloo", "dapo", "reinforce_plus_plus_baseline"])
+def test_shard_map_with_prompt_ids(mesh, name):
+    """Groups by prompt id under shard_map: shuffled rows within each shard, ragged groups; equal to one device."""
+    cfg = getattr(obj, name)(n_samples_per_prompt=4)
+    ro, lp, values, entropy = inputs()
+    rows = B // 4                                                   # rows per shard
+    ids = np.repeat(np.arange(B // 2), 2)                           # groups of two rows...
+    ids[:4] = [900, 900, 900, 97]                                   # ...and a group of three and a singleton
+    rng = np.random.default_rng(3)
+    perm = np.concatenate([s * rows + rng.permutation(rows) for s in range(4)])   # shuffled inside each shard
+    ro = jax.tree_util.tree_map(lambda a: jnp.asarray(a)[perm], dataclasses.replace(ro, group_ids=ids))
+    if name == "dapo":   # one shard whose groups all tie: its rows leave the loss, the others do not
+        ro = dataclasses.replace(ro, rewards=ro.rewards.at[rows:2 * rows].set(0.5))
+    f = jax.shard_map(lambda r: obj.advantages(cfg, r, axis_name="dp"), mesh=mesh, in_specs=P("dp"),
+                      out_specs=(P("dp"), P()))
+    got_ro, got_met = jax.jit(f)(ro)
+    want_ro, want_met = obj.advantages(cfg, ro)
+    np.testing.assert_allclose(np.asarray(got_ro.advantages), np.asarray(want_ro.advantages), rtol=2e-5, atol=2e-6)
+    np.testing.assert_array_equal(np.asarray(got_ro.mask), np.asarray(want_ro.mask))
+    for k in want_met:
+        np.testing.assert_allclose(float(got_met[k]), float(want_met[k]), rtol=2e-5, atol=2e-6, err_msg=k)
+    adv, _, k, rmet = ref.ref_advantages(cfg, np.asarray(ro.mask), np.asarray(ro.rewards), group_ids=np.asarray(ro.group_ids))
+    np.testing.assert_allclose(np.asarray(got_ro.advantages), adv, rtol=2e-5, atol=2e-5)
+
+
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_named_sharding_without_axis_name(mesh, name):
     """Inputs sharded by NamedSharding, plain jit, no axis_name (GSPMD): the same numbers."""

@@ -84,9 +84,11 @@ def expected_names(cfg):
     r = set(ROLLOUT_METRICS)
     if est in ("reinforce_plus_plus", "ppo"):
         r.add("rollout/returns")
+        if cfg.kl_coef != 0:
+            r.add("rollout/reward_kl_penalty")
     if est == "dapo" and cfg.dynamic_sampling:
         r.add("rollout/kept_groups")
-    t = set(TRAIN_METRICS)
+    t = set(TRAIN_METRICS) | {"train/log_ratio_clampfrac"}
     if cfg.use_kl_loss:
         t.add("train/kl_loss")
     if uses_entropy(cfg):
@@ -360,16 +362,14 @@ BAD = [
     ("integer old log-probs", lambda: obj.loss(CONFIGS["grpo"], jnp.zeros((B, T)),
                                                _ro(advantages=jnp.zeros((B, T)), old_log_probs=jnp.zeros((B, T), jnp.int32))),
      "loss: `rollout.old_log_probs` must be a floating array"),
-    ("integer rewards", lambda: obj.advantages(CONFIGS["grpo"], _ro(rewards=jnp.zeros(B, jnp.int32))),
-     "advantages: `rollout.rewards` must be a floating array"),
     ("values for a non-PPO estimator", lambda: obj.loss(CONFIGS["grpo"], jnp.zeros((B, T)), _ro(advantages=jnp.zeros((B, T))),
                                                         values=jnp.zeros((B, T))),
-     "loss: `values` must be None for grpo: only ppo has a critic"),
+     "loss: `values` must be None for grpo: it has no critic"),
     ("PPO without values", lambda: obj.loss(CONFIGS["ppo"], jnp.zeros((B, T)), _ro(advantages=jnp.zeros((B, T)))),
      "loss: `values` is required by ppo"),
     ("entropy_coeff without entropy", lambda: obj.loss(CONFIGS["grpo_kl_ent_tis"], jnp.zeros((B, T)),
                                                        _ro(advantages=jnp.zeros((B, T)))),
-     "loss: `entropy` is required when entropy_coeff=0.01 != 0"),
+     "loss: `entropy` is required when entropy_coeff=0.01 (not 0)"),
     ("missing rewards", lambda: obj.advantages(CONFIGS["grpo"], _ro(rewards=None)), "advantages: `rollout.rewards` is required by grpo"),
     ("missing ref for k1 shaping", lambda: obj.advantages(CONFIGS["rfpp"], _ro(ref_log_probs=None)),
      "advantages: `rollout.ref_log_probs` is required by reinforce_plus_plus with kl_coef > 0"),
@@ -397,7 +397,7 @@ BAD = [
                                                                                 np.ones((2, 3)), np.ones((2, 3)))),
      "preference_loss: `config` has advantage_estimator='grpo'"),
     ("counts not LossCounts", lambda: obj.loss(CONFIGS["grpo"], jnp.zeros((B, T)), _ro(advantages=jnp.zeros((B, T))),
-                                               counts=(B, 10)), "loss: `counts` must be None or the LossCounts of loss_counts(mask, axis_name)"),
+                                               counts=(B, 10)), "loss: `counts` must be None or the LossCounts of loss_counts(rollout, axis_name)"),
     ("not a config", lambda: obj.advantages({"advantage_estimator": "grpo"}, _ro()), "advantages: `config` must be an ObjectiveConfig"),
     ("not a rollout", lambda: obj.advantages(CONFIGS["grpo"], {"mask": DATA["mask"]}), "advantages: `rollout` must be a Rollout"),
 ]
@@ -420,22 +420,42 @@ def test_bad_input_is_raised_at_trace_time(what, call, piece):
 
 
 def test_global_empty_batch_is_reported():
+    """Stage 1 raises on a rollout whose mask keeps nothing (the statistics need a population); a loss over nothing is 0."""
     cfg = CONFIGS["rfpp_baseline"]
     empty = _ro(mask=np.zeros((B, T)))
-    with pytest.raises(ValueError, match="keeps no token in the whole"):
+    with pytest.raises(rl.EmptyBatchError, match="keeps no token in the whole"):
         obj.advantages(cfg, empty)
-    with pytest.raises(ValueError, match="the mini-batch keeps no token"):
-        obj.loss(cfg, jnp.zeros((B, T)), dataclasses.replace(empty, advantages=jnp.zeros((B, T))))
     f = jax.jit(lambda r: obj.advantages(cfg, r)[1]["rollout/valid_tokens"])
     with pytest.raises(Exception, match="keeps no token in the whole"):
         f(empty).block_until_ready()
     assert int(f(_ro())) == int(DATA["mask"].sum())
+    # the loss of a batch with no token is 0, with zero gradients and finite metrics (a sum over nothing)
+    lp0 = jnp.asarray(poison(EXTRA["lp"], np.zeros((B, T))))
+    empty_adv = dataclasses.replace(empty, advantages=jnp.zeros((B, T)))
+    for counts in (None, rl.loss_counts(np.zeros((B, T)))):
+        (val, met), g = jax.value_and_grad(lambda x: obj.loss(cfg, x, empty_adv, counts=counts), has_aux=True)(lp0)
+        assert float(val) == 0.0 and (np.asarray(g) == 0).all()
+        assert all(np.isfinite(float(v)) for v in met.values())
     # a micro-batch with no token of its own, inside a non-empty mini-batch, is fine
     ro2, _ = obj.advantages(cfg, _ro())
-    counts = rl.loss_counts(ro2.mask)
+    counts = obj.loss_counts(ro2)
     sub = jax.tree_util.tree_map(lambda a: a[:1], ro2)                 # row 0 is fully masked
     val, _ = jax.jit(lambda x, r, c: obj.loss(cfg, x, r, counts=c), )(jnp.zeros((1, T)), sub, counts)
     assert float(val) == 0.0
+
+
+def test_integer_and_boolean_rewards_are_taken_as_float32():
+    """Amendment 5: `Rollout.rewards` and `token_rewards` may be bool or integer; the result equals the float32 one."""
+    r_int = np.arange(B) % 3
+    for name in ("grpo", "rfpp", "rloo", "dapo"):
+        for r in (r_int.astype(np.int32), jnp.asarray(r_int, jnp.int32), r_int > 0, jnp.asarray(r_int > 0)):
+            want = obj.advantages(CONFIGS[name], _ro(rewards=np.asarray(r).astype(np.float32)))[0].advantages
+            got = obj.advantages(CONFIGS[name], _ro(rewards=r))[0].advantages
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    tok = (np.asarray(DATA["token_rewards"]) > 0).astype(np.int32)
+    got = obj.advantages(CONFIGS["ppo"], _ro(token_rewards=tok))[0].advantages
+    want = obj.advantages(CONFIGS["ppo"], _ro(token_rewards=tok.astype(np.float32)))[0].advantages
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
 
 @pytest.mark.parametrize("name", ["rfpp", "rfpp_baseline", "grpo_kl_ent_tis", "dapo", "gspo", "cispo", "ppo_kl"])

@@ -44,6 +44,7 @@ CASES = {
     "gae": (lambda x, y, m: rl.gae(x, y, m, 0.9, 0.95), (X, Y, M), False),
     "gae_raw": (lambda x, y, m: rl.gae_raw(x, y, m, 0.9, 0.95), (X, Y, M), False),
     "group_advantage": (lambda r: rl.group_advantage(r, 2), (R,), False),
+    "dynamic_sampling_mask": (lambda r: rl.dynamic_sampling_mask(r, 2), (R,), False),
     "rloo_advantage": (lambda r: rl.rloo_advantage(r, 2), (R,), False),
     "overlong_penalty": (lambda m: rl.overlong_penalty(m, T, 2), (M,), False),
     "group_baseline_advantage": (lambda r, m: rl.group_baseline_advantage(r, m, 2), (R, M), False),

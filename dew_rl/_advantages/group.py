@@ -10,10 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import as_groups, as_mask, check_flag, check_int, check_number, check_rank
-from .._ops import centre_by_group, count_kept, group_size, group_sum, groups_of
+from .._ops import centre_by_group, count_kept, group_leader, group_size, group_sum, groups_of
 
 # %% auto #0
-__all__ = ['GROUP_EPS', 'group_advantage', 'overlong_penalty']
+__all__ = ['GROUP_EPS', 'group_advantage', 'dynamic_sampling_mask', 'overlong_penalty']
 
 # %% ../../nbs/02b_group_advantage.ipynb #11795cc5
 GROUP_EPS = 1e-6  # added to the group standard deviation (verl 0.9.1, Tunix 0.1.7)
@@ -54,6 +54,35 @@ def group_advantage(rewards, group, normalise_by_std: bool = True, eps: float = 
         denom = std + jnp.asarray(eps, x.dtype)
         centred = jnp.where(denom > 0, centred / jnp.where(denom > 0, denom, 1), 0)  # eps=0: 0, not 0/0
     return centred.astype(dtype)
+
+# %% ../../nbs/02b_group_advantage.ipynb #b3ea921f
+def dynamic_sampling_mask(rewards, group) -> tuple:
+    """DAPO's dynamic sampling: the rows of groups whose rewards are not all equal, and how many groups that is.
+
+    Parameters
+    ----------
+    rewards
+        [B] scalar rewards (floating)
+    group
+        int G (contiguous groups of G rows) or an integer array [B] of prompt ids (any order, any size)
+
+    Returns
+    -------
+    tuple
+        (bool [B]: the row's group has a spread; int32 scalar: the number of such groups in this batch)
+
+    Source
+    ------
+    DAPO, arXiv:2503.14476v2, Sec. 3.2 (dynamic sampling).
+    """
+    fn = "dynamic_sampling_mask"
+    x, group, _ = as_groups(fn, rewards, group, min_group=1)
+    g = groups_of(group)
+    B = x.shape[0]
+    spread = (centre_by_group(x, g) != 0).astype(jnp.int32)
+    kept = group_sum(spread, g) > 0
+    first = group_leader(g, B) == jnp.arange(B, dtype=jnp.int32)
+    return kept, count_kept(kept & first)
 
 # %% ../../nbs/02b_group_advantage.ipynb #b86a7cc7
 def overlong_penalty(mask, max_response_length, buffer_len, factor=1.0):
