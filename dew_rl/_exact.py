@@ -15,7 +15,7 @@ import numpy as np
 from ._checks import as_float, check_dim, check_int, check_number, check_rank, shape_text
 
 # %% auto #0
-__all__ = ['MAX_SEQUENCES', 'Sequences', 'enumerate_sequences', 'token_log_probs', 'sequence_log_probs', 'expectation',
+__all__ = ['MAX_SEQUENCES', 'RATIOS', 'Sequences', 'enumerate_sequences', 'token_log_probs', 'sequence_log_probs', 'expectation',
            'sequence_kl', 'state_occupancy', 'state_kl', 'Problem', 'make_problem', 'digit_sum_problem', 'Batch',
            'batch_log_probs', 'sample_batches', 'batch_gradients', 'exact_expected_gradient', 't_quantile',
            'Measurement', 'measure', 'estimate', 'interval']
@@ -534,20 +534,25 @@ class Measurement(NamedTuple):
         interval of the squared bias covers 0
     bias2
         tuple: ||E g_hat - g||^2 / ||g||^2, the U-statistic itself (may be negative)
+    norm
+        tuple: ||E g_hat|| / ||g||, from the same U-statistic on the g_hat (low is 0 when the expected
+        gradient is indistinguishable from 0)
     cosine
-        tuple: cos(E g_hat, g)
+        tuple: cos(E g_hat, g), jackknife bias-corrected; NaN when `norm`'s interval reaches 0
     scale
         tuple: <E g_hat, g> / ||g||^2
     variance
         float: tr Cov(g_hat) / ||g||^2, the total variance of one batch's gradient
     along
-        dict: name -> tuple <E g_hat, u> / <E g_hat, g> for each direction u given
+        dict: name -> tuple <E g_hat, u> / <E g_hat, g> for each direction u given, jackknife bias-corrected;
+        NaN when `scale`'s interval covers 0
     """
     n_batches: int
     mean: np.ndarray
     se: np.ndarray
     bias: tuple
     bias2: tuple
+    norm: tuple
     cosine: tuple
     scale: tuple
     variance: float
@@ -571,14 +576,18 @@ def _statistics(n, sum_x, sum_xx, sum_g, sum_gg, t, dirs):
     "Every statistic from sums over n batches (x = g_hat - t), on leading axes of the sums."
     tt = t @ t
     pairs = n * (n - 1)
-    bias2 = ((sum_x * sum_x).sum(-1) - sum_xx) / pairs / tt
     norm2 = ((sum_g * sum_g).sum(-1) - sum_gg) / pairs
     dot = sum_g @ t / n
-    out = {"bias2": bias2, "cosine": dot / np.sqrt(np.maximum(norm2, np.finfo(np.float64).tiny) * tt),
-           "scale": dot / tt, "variance": (sum_gg - (sum_g * sum_g).sum(-1) / n) / (n - 1) / tt}
-    for name, u in dirs.items():
-        out["along:" + name] = (sum_g @ u / n) / dot
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = {"bias2": ((sum_x * sum_x).sum(-1) - sum_xx) / pairs / tt, "norm2": norm2 / tt,
+               "cosine": dot / np.sqrt(norm2 * tt), "scale": dot / tt,
+               "variance": (sum_gg - (sum_g * sum_g).sum(-1) / n) / (n - 1) / tt}
+        for name, u in dirs.items():
+            out["along:" + name] = (sum_g @ u / n) / dot
     return out
+
+
+RATIOS = ("cosine", "along:")  # statistics that are ratios: jackknife bias-corrected
 
 
 def measure(gradients, target, blocks: int = 32, level: float = 0.95, along: dict | None = None) -> Measurement:
@@ -600,7 +609,8 @@ def measure(gradients, target, blocks: int = 32, level: float = 0.95, along: dic
     Returns
     -------
     Measurement
-        every statistic in float64
+        every statistic in float64; the cosine (and the `along` ratios) are NaN where the interval of
+        ||E g_hat||^2 (of <E g_hat, g>) covers 0, since the ratio is then undefined
     """
     fn = "measure"
     g = _host_float(fn, "gradients", gradients)
@@ -612,8 +622,9 @@ def measure(gradients, target, blocks: int = 32, level: float = 0.95, along: dic
     if not (t @ t > 0):
         raise ValueError(f"{fn}: `target` must be a non-zero finite vector (the bias is relative to its norm)")
     K = check_int(fn, "blocks", blocks, 2)
-    if M % K or M // K < 1:
-        raise ValueError(f"{fn}: the number of batches M = {M} must be a positive multiple of `blocks` = {K}")
+    if M % K or M // K < 2:
+        raise ValueError(f"{fn}: the number of batches M = {M} must be a multiple of `blocks` = {K}, with at least "
+                         f"2 batches per block")
     q = t_quantile(level, K - 1)
     dirs = {}
     for name, u in (along or {}).items():
@@ -631,12 +642,18 @@ def measure(gradients, target, blocks: int = 32, level: float = 0.95, along: dic
     ci = {}
     for key, value in full.items():
         se = np.sqrt((K - 1) / K * ((loo[key] - loo[key].mean()) ** 2).sum())
+        if key.startswith(RATIOS):                      # Tukey's bias correction, first order in 1/M
+            value = K * value - (K - 1) * loo[key].mean()
         ci[key] = (float(value), float(value - q * se), float(value + q * se))
+    nan = (float("nan"),) * 3
+    if not ci["norm2"][1] > 0:                          # E g_hat indistinguishable from 0: no direction
+        ci["cosine"] = nan
+    if not (ci["scale"][1] > 0 or ci["scale"][2] < 0):  # <E g_hat, g> indistinguishable from 0
+        ci.update({k: nan for k in ci if k.startswith("along:")})
     root = lambda v: float(np.sqrt(max(v, 0.0)))
-    norm_t = float(np.sqrt(t @ t))
-    b2 = ci["bias2"]
-    return Measurement(M, g.mean(0), g.std(0, ddof=1) / np.sqrt(M), (root(b2[0]), root(b2[1]), root(b2[2])),
-                       b2, ci["cosine"], ci["scale"], ci["variance"][0],
+    b2, n2 = ci["bias2"], ci["norm2"]
+    return Measurement(M, g.mean(0), g.std(0, ddof=1) / np.sqrt(M), (root(b2[0]), root(b2[1]), root(b2[2])), b2,
+                       (root(n2[0]), root(n2[1]), root(n2[2])), ci["cosine"], ci["scale"], ci["variance"][0],
                        {name: ci["along:" + name] for name in dirs})
 
 
@@ -687,5 +704,8 @@ def interval(triple, digits: int = 3) -> str:
     Returns
     -------
     str
+        "undefined" for a NaN estimate
     """
+    if np.isnan(triple[0]):
+        return "undefined"
     return f"{triple[0]:.{digits}f} [{triple[1]:.{digits}f}, {triple[2]:.{digits}f}]"
