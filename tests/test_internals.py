@@ -44,8 +44,11 @@ def _may_import_private(importer: str, module: str) -> bool:
     return module in SHARED_INTERNALS or _layer(module) == _layer(importer)
 
 
+# test tooling: `dew_rl.testing` (public) and the exact-gradient harness `dew_rl._exact` (private; chapters import it,
+# the library never does); neither is a layer whose names `dew_rl` re-exports
+TOOLING = ("dew_rl.testing", "dew_rl._exact")
 LAYER_MODULES = [m for m in map(_name, MODULES)
-                 if m not in ("dew_rl", "dew_rl.testing", *SHARED_INTERNALS) and _layer(m) != "objectives"]
+                 if m not in ("dew_rl", *TOOLING, *SHARED_INTERNALS) and _layer(m) != "objectives"]
 PUBLIC_MODULES = LAYER_MODULES + ["dew_rl.objectives"]
 
 
