@@ -12,8 +12,9 @@ __all__ = ['AGGREGATION_MODES', 'STATS_EPS', 'LossCounts', 'aggregate', 'global_
            'clipped_surrogate_terms', 'clipped_value_loss', 'clipped_value_loss_terms', 'preference_ipo',
            'preference_logsigmoid', 'preference_margin', 'sapo_terms', 'sequence_importance_weights', 'OPSM_SCOPES',
            'ROLLOUT_IS_LEVELS', 'ROLLOUT_IS_MODES', 'ROLLOUT_RS_OPTIONS', 'opsm_mask', 'rollout_is_weights',
-           'rollout_rejection_mask', 'VOCAB_CHUNK', 'entropy_from_logits', 'linear_log_probs_and_entropy',
-           'log_probs_from_logits']
+           'rollout_rejection_mask', 'ROLLOUT_CORRECTION_PRESETS', 'offpolicy_metrics', 'rollout_correction',
+           'importance_weighted_kl', 'loglinear_proximal_log_probs', 'VOCAB_CHUNK', 'entropy_from_logits',
+           'linear_log_probs_and_entropy', 'log_probs_from_logits']
 
 # %% ../nbs/99_api.ipynb #c79b51bf
 __version__ = "0.1.0"
@@ -36,6 +37,8 @@ from ._surrogates.importance import (SEQUENCE_STATISTICS, behavior_importance_we
 from ._surrogates.preference import preference_ipo, preference_logsigmoid, preference_margin
 from ._surrogates.rollout_correction import (OPSM_SCOPES, ROLLOUT_IS_LEVELS, ROLLOUT_IS_MODES, ROLLOUT_RS_OPTIONS,
                                                   opsm_mask, rollout_is_weights, rollout_rejection_mask)
+from ._surrogates.mismatch import ROLLOUT_CORRECTION_PRESETS, offpolicy_metrics, rollout_correction
+from ._surrogates.off_policy import importance_weighted_kl, loglinear_proximal_log_probs
 from ._logits import VOCAB_CHUNK, entropy_from_logits, linear_log_probs_and_entropy, log_probs_from_logits
 
 # %% ../nbs/99_api.ipynb #a9373c46
@@ -55,7 +58,8 @@ _all_ = [
     "preference_logsigmoid", "preference_margin", "sapo_terms", "sequence_importance_weights",
     # off-policy correction
     "OPSM_SCOPES", "ROLLOUT_IS_LEVELS", "ROLLOUT_IS_MODES", "ROLLOUT_RS_OPTIONS", "opsm_mask", "rollout_is_weights",
-    "rollout_rejection_mask",
+    "rollout_rejection_mask", "ROLLOUT_CORRECTION_PRESETS", "offpolicy_metrics", "rollout_correction",
+    "importance_weighted_kl", "loglinear_proximal_log_probs",
     # from logits
     "VOCAB_CHUNK", "entropy_from_logits", "linear_log_probs_and_entropy", "log_probs_from_logits",
 ]
