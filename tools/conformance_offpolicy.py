@@ -481,7 +481,7 @@ def frozen_side(framework: str, kind: str, p: dict, x: dict, keys) -> dict:
 DOCUMENTED = {  # (framework, kind, case) -> why the comparison is not at round-off (shown in the chapters)
     ("verl", "is_metrics", "a"): "verl takes its per-row metrics (rollout_is_seq_*, and at the sequence level "
     "rollout_is_max/min and the ratio fractions) over every row, the empty row counting with weight 0 or ratio 1; "
-    "dew_rl over the non-empty rows (case b has no empty row and agrees)",
+    "dew_rl over the non-empty rows (batch b has no empty row and agrees)",
     ("verl", "rs_metrics", "a"): "verl's rollout_rs_seq_masked_fraction counts every row, the empty row included; "
     "dew_rl counts the non-empty rows",
     ("verl", "offpolicy_metrics", "a"): "verl's perplexity metrics and chi2_seq average over every row, an empty row "
@@ -504,8 +504,9 @@ DOCUMENTED = {  # (framework, kind, case) -> why the comparison is not at round-
     "NeMo-RL maps it to 0; dew_rl clamps the log ratio at 20",
     ("nemo_rl", "kl_grad", "c"): "at that token NeMo-RL's gradient is NaN (exp's derivative at +inf times "
     "nan_to_num's 0); dew_rl's is finite",
-    ("nemo_rl", "metrics", "c"): "with log rho = 100 NeMo-RL's unclamped token metrics are infinite, dew_rl's weights "
-    "are clamped at e^20 (the overflow above)",
+    ("nemo_rl", "metrics", "c"): "at the token with log rho = 100 NeMo-RL's weight is 0 (its overflow rule, see the "
+    "weights), so that token is neither out of bounds nor more than 0 in the mean weight; dew_rl's weight there is "
+    "C_max (and, at the sequence level, the sum-not-mean of batch b)",
     ("nemo_rl", "kl_loss", "a"): "NeMo-RL clamps the weighted KL w * k3 at 10, dew_rl clamps k3 at 10 and then "
     "weights it (kl_penalty's clamp): they differ where k3 > 10 (one token, k3 = e^4 - 5) unless w = 1",
     ("nemo_rl", "kl_grad", "a"): "the same token as kl_loss",
@@ -514,13 +515,13 @@ DOCUMENTED = {  # (framework, kind, case) -> why the comparison is not at round-
     ("slime", "unbiased_kl_grad", "a"): "the same token as unbiased_kl",
     ("slime", "opsm_clipfrac", "a"): "slime counts the dropped positions of a row over all its positions, padded ones "
     "with a negative advantage included, divided by the valid count",
-    ("slime", "opsm_clipfrac", "b"): "as in case a",
-    ("slime", "opsm_clipfrac", "c"): "as in case a",
+    ("slime", "opsm_clipfrac", "b"): "as in batch a",
+    ("slime", "opsm_clipfrac", "c"): "as in batch a",
     ("slime", "mis_weights", "a"): "slime's sequence-level batch normalisation averages the row weights over every "
     "row, the empty row (weight 0) included; dew_rl over the non-empty rows",
     ("areal", "rs_mask", "a"): "AReaL's k3 is exp(-log rho) - 1 + log rho (KL of the other direction, as NeMo-RL's "
     "policy_kl_error); verl's and dew_rl's k3 is exp(log rho) - 1 - log rho",
-    ("areal", "rs_mask", "b"): "as in case a", ("areal", "rs_mask", "c"): "as in case a",
+    ("areal", "rs_mask", "b"): "as in batch a", ("areal", "rs_mask", "c"): "as in batch a",
     ("areal", "rs_weight", "a"): "as rs_mask", ("areal", "rs_weight", "b"): "as rs_mask",
     ("areal", "rs_weight", "c"): "as rs_mask", ("areal", "rs_filtered_fraction", "a"): "as rs_mask",
     ("areal", "rs_filtered_fraction", "b"): "as rs_mask", ("areal", "rs_filtered_fraction", "c"): "as rs_mask",
