@@ -11,8 +11,11 @@ __all__ = ['EmptyBatchError', 'AGGREGATION_MODES', 'STATS_EPS', 'LossCounts', 'a
            'adaptive_kl_update', 'k1_kl', 'k2_kl', 'k3_kl', 'kl_penalty', 'sequence_log_ratio', 'token_log_ratio',
            'SEQUENCE_STATISTICS', 'behavior_importance_weights', 'cispo_terms', 'clipped_surrogate',
            'clipped_surrogate_terms', 'clipped_value_loss', 'clipped_value_loss_terms', 'preference_ipo',
-           'preference_logsigmoid', 'preference_margin', 'sapo_terms', 'sequence_importance_weights', 'VOCAB_CHUNK',
-           'entropy_from_logits', 'linear_log_probs_and_entropy', 'log_probs_from_logits']
+           'preference_logsigmoid', 'preference_margin', 'sapo_terms', 'sequence_importance_weights', 'OPSM_SCOPES',
+           'ROLLOUT_IS_LEVELS', 'ROLLOUT_IS_MODES', 'ROLLOUT_RS_OPTIONS', 'opsm_mask', 'rollout_is_weights',
+           'rollout_rejection_mask', 'ROLLOUT_CORRECTION_PRESETS', 'offpolicy_metrics', 'rollout_correction',
+           'importance_weighted_kl', 'loglinear_proximal_log_probs', 'VOCAB_CHUNK', 'entropy_from_logits',
+           'linear_log_probs_and_entropy', 'log_probs_from_logits']
 
 # %% ../nbs/99_api.ipynb #c79b51bf
 __version__ = "0.1.0"
@@ -34,6 +37,10 @@ from ._surrogates.value import clipped_value_loss, clipped_value_loss_terms
 from ._surrogates.importance import (SEQUENCE_STATISTICS, behavior_importance_weights,
                                           sequence_importance_weights)
 from ._surrogates.preference import preference_ipo, preference_logsigmoid, preference_margin
+from ._surrogates.rollout_correction import (OPSM_SCOPES, ROLLOUT_IS_LEVELS, ROLLOUT_IS_MODES, ROLLOUT_RS_OPTIONS,
+                                                  opsm_mask, rollout_is_weights, rollout_rejection_mask)
+from ._surrogates.mismatch import ROLLOUT_CORRECTION_PRESETS, offpolicy_metrics, rollout_correction
+from ._surrogates.off_policy import importance_weighted_kl, loglinear_proximal_log_probs
 from ._logits import VOCAB_CHUNK, entropy_from_logits, linear_log_probs_and_entropy, log_probs_from_logits
 
 # %% ../nbs/99_api.ipynb #a9373c46
@@ -53,6 +60,10 @@ _all_ = [
     "SEQUENCE_STATISTICS", "behavior_importance_weights", "cispo_terms", "clipped_surrogate",
     "clipped_surrogate_terms", "clipped_value_loss", "clipped_value_loss_terms", "preference_ipo",
     "preference_logsigmoid", "preference_margin", "sapo_terms", "sequence_importance_weights",
+    # off-policy correction
+    "OPSM_SCOPES", "ROLLOUT_IS_LEVELS", "ROLLOUT_IS_MODES", "ROLLOUT_RS_OPTIONS", "opsm_mask", "rollout_is_weights",
+    "rollout_rejection_mask", "ROLLOUT_CORRECTION_PRESETS", "offpolicy_metrics", "rollout_correction",
+    "importance_weighted_kl", "loglinear_proximal_log_probs",
     # from logits
     "VOCAB_CHUNK", "entropy_from_logits", "linear_log_probs_and_entropy", "log_probs_from_logits",
 ]

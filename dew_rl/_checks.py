@@ -15,8 +15,8 @@ from jax.experimental import checkify
 # %% auto #0
 __all__ = ['shape_text', 'as_float', 'as_mask', 'as_ids', 'check_axes', 'check_ids_below', 'check_dim', 'check_rank',
            'check_same_shape', 'check_rows', 'stat_dtype', 'check_number', 'check_int', 'check_flag', 'check_choice',
-           'as_groups', 'surrogate_inputs', 'check_clip_offsets', 'check_present', 'check_absent', 'check_whole_groups',
-           'EmptyBatchError', 'report_if_empty']
+           'as_groups', 'surrogate_inputs', 'check_clip_offsets', 'check_band', 'check_present', 'check_absent',
+           'check_whole_groups', 'EmptyBatchError', 'report_if_empty']
 
 # %% ../nbs/00a_checks.ipynb #ac956435
 def shape_text(shape) -> str:
@@ -325,6 +325,35 @@ def check_clip_offsets(fn: str, epsilon_low, epsilon_high, dual_clip) -> tuple:
     if dual_clip is not None:
         dual_clip = check_number(fn, "dual_clip", dual_clip, lambda v: v > 1.0, "None or a number > 1")
     return lo, hi, dual_clip
+
+# %% ../nbs/00a_checks.ipynb #841146b1
+def check_band(fn: str, lower_name: str, lower, upper_name: str, upper) -> tuple:
+    """Two optional positive bounds `(lower, upper)`, `lower <= upper` when both are host numbers, or `ValueError`.
+
+    Parameters
+    ----------
+    fn
+        str: the public function's name
+    lower_name
+        str: the lower bound's argument name
+    lower
+        None, a positive host number, or a JAX scalar (traced or not: passed through unread)
+    upper_name
+        str: the upper bound's argument name
+    upper
+        None, a positive host number (`inf` allowed), or a JAX scalar
+
+    Returns
+    -------
+    tuple
+        (lower, upper): floats for host numbers, JAX scalars as given, None kept
+    """
+    expect = "None or a positive number"
+    lo = None if lower is None else check_number(fn, lower_name, lower, lambda v: v > 0.0, expect)
+    hi = None if upper is None else check_number(fn, upper_name, upper, lambda v: v > 0.0, expect)
+    if isinstance(lo, float) and isinstance(hi, float) and lo > hi:
+        raise ValueError(f"{fn}: `{lower_name}` must be <= `{upper_name}`; got {lo!r} > {hi!r}")
+    return lo, hi
 
 # %% ../nbs/00a_checks.ipynb #ad2846d5
 def check_present(fn: str, name: str, value, why: str) -> None:

@@ -30,6 +30,7 @@ LOGITS = rng.normal(size=(B, T, V)).astype(np.float32)
 TOKENS = rng.integers(0, V, size=(B, T)).astype(np.int32)
 HIDDEN = rng.normal(size=(B, T, 5)).astype(np.float32)
 WEIGHT = rng.normal(size=(5, V)).astype(np.float32)
+VERSIONS = rng.integers(-1, 6, size=(B, T)).astype(np.int32)
 
 # name -> (function of the shard's arrays, the arrays, whether it takes axis_name="dp" and so is global)
 CASES = {
@@ -67,6 +68,18 @@ CASES = {
     "clipped_value_loss": (lambda x, y, z, m: rl.clipped_value_loss(x, y, z, m, axis_name="dp"), (X, Y, Z, M), True),
     "behavior_importance_weights": (lambda y, z, m: rl.behavior_importance_weights(y, z, m, 2.0), (Y, Z, M), False),
     "sequence_importance_weights": (lambda y, z, m: rl.sequence_importance_weights(y, z, m, 2.0), (Y, Z, M), False),
+    "rollout_is_weights": (lambda y, z, m: [rl.rollout_is_weights(y, z, m, lvl, 1.5, 0.7, mode, True, axis_name="dp")
+                                            for lvl in rl.ROLLOUT_IS_LEVELS for mode in rl.ROLLOUT_IS_MODES], (Y, Z, M), True),
+    "rollout_rejection_mask": (lambda y, z, m: rl.rollout_rejection_mask(y, z, m, ",".join(rl.ROLLOUT_RS_OPTIONS), 2.0,
+                                                                         axis_name="dp"), (Y, Z, M), True),
+    "opsm_mask": (lambda y, z, x, m: [rl.opsm_mask(y, z, x, m, 0.1, s, axis_name="dp") for s in rl.OPSM_SCOPES],
+                  (Y, Z, X, M), True),
+    "offpolicy_metrics": (lambda y, z, m: rl.offpolicy_metrics(y, z, m, axis_name="dp"), (Y, Z, M), True),
+    "rollout_correction": (lambda y, z, m: rl.rollout_correction(y, z, m, "token", 2.0, 0.5, "mask", True, "seq_mean_k3",
+                                                                 0.5, axis_name="dp"), (Y, Z, M), True),
+    "importance_weighted_kl": (lambda x, y, z, m: rl.importance_weighted_kl(x, y, z, m, "k3"), (X, Y, Z, M), False),
+    "loglinear_proximal_log_probs": (lambda y, z, v, m: rl.loglinear_proximal_log_probs(y, z, v, 5, m),
+                                     (Y, Z, VERSIONS, M), False),
     "preference_margin": (lambda y, z, m: rl.preference_margin(y, z, z, y, m, m), (Y, Z, M), False),
     "preference_logsigmoid": (lambda y, z, m: rl.preference_logsigmoid(y, z, z, y, m, m, 0.1), (Y, Z, M), False),
     "preference_ipo": (lambda y, z, m: rl.preference_ipo(y, z, z, y, m, m, 0.1), (Y, Z, M), False),

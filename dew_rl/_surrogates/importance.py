@@ -8,26 +8,13 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._checks import as_float, as_mask, check_choice, check_number, check_rank, check_same_shape, stat_dtype
-from .._ops import clamp, smaller
-from .ratios import LOG_RATIO_CLAMP
+from .._checks import check_choice, check_number, check_rank
+from .rollout_correction import _is_weights, _log_ratio
 
 # %% auto #0
 __all__ = ['SEQUENCE_STATISTICS', 'behavior_importance_weights', 'sequence_importance_weights']
 
 # %% ../../nbs/03f_importance_weights.ipynb #70ab5f06
-def _log_ratio(fn: str, old_log_probs, behavior_log_probs, mask):
-    "Checked inputs -> (detached log ratio, zero outside the mask; keep; output dtype)."
-    old = as_float(fn, "old_log_probs", old_log_probs)
-    beh = as_float(fn, "behavior_log_probs", behavior_log_probs)
-    check_same_shape(fn, "behavior_log_probs", beh, "old_log_probs", old)
-    keep = as_mask(fn, mask, old.shape, like="old_log_probs")
-    out = jnp.result_type(old, beh)
-    ct = stat_dtype(out)
-    old, beh = (jax.lax.stop_gradient(jnp.where(keep, a, jnp.zeros((), a.dtype))).astype(ct) for a in (old, beh))
-    return old - beh, keep, out
-
-
 def behavior_importance_weights(old_log_probs, behavior_log_probs, mask, cap) -> jax.Array:
     """Detached truncated IS weights `min(exp(clip(old - behavior, -20, 20)), cap)`, zero outside the mask.
 
@@ -49,9 +36,9 @@ def behavior_importance_weights(old_log_probs, behavior_log_probs, mask, cap) ->
     """
     fn = "behavior_importance_weights"
     log_ratio, keep, out = _log_ratio(fn, old_log_probs, behavior_log_probs, mask)
-    check_number(fn, "cap", cap, lambda c: c > 0, "a positive number (float('inf') for no cap)")
-    w = smaller(jnp.exp(clamp(log_ratio, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)), cap)
-    return jax.lax.stop_gradient(jnp.where(keep, w, 0)).astype(out)
+    cap = check_number(fn, "cap", cap, lambda c: c > 0, "a positive number (float('inf') for no cap)")
+    w, _, _ = _is_weights(log_ratio, keep, "token", "truncate", None, cap)
+    return jax.lax.stop_gradient(w).astype(out)
 
 # %% ../../nbs/03f_importance_weights.ipynb #be0c17d1
 SEQUENCE_STATISTICS = ("product", "geometric_mean")
@@ -82,9 +69,7 @@ def sequence_importance_weights(old_log_probs, behavior_log_probs, mask, cap, st
     check_choice(fn, "statistic", statistic, SEQUENCE_STATISTICS)
     log_ratio, keep, out = _log_ratio(fn, old_log_probs, behavior_log_probs, mask)
     check_rank(fn, "old_log_probs", log_ratio, 2)
-    check_number(fn, "cap", cap, lambda c: c > 0, "a positive number (float('inf') for no cap)")
-    pooled = log_ratio.sum(axis=-1)
-    if statistic == "geometric_mean":
-        pooled = pooled / jnp.maximum(keep.sum(axis=-1), 1).astype(pooled.dtype)
-    w = smaller(jnp.exp(clamp(pooled, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)), cap)
-    return jax.lax.stop_gradient(jnp.where(keep, w[:, None], 0)).astype(out)
+    cap = check_number(fn, "cap", cap, lambda c: c > 0, "a positive number (float('inf') for no cap)")
+    level = "sequence" if statistic == "product" else "geometric_mean"
+    w, _, _ = _is_weights(log_ratio, keep, level, "truncate", None, cap)
+    return jax.lax.stop_gradient(w).astype(out)
