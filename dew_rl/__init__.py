@@ -10,7 +10,9 @@ __all__ = ['AGGREGATION_MODES', 'STATS_EPS', 'LossCounts', 'aggregate', 'global_
            'LOG_RATIO_CLAMP', 'SEQUENCE_LOG_RATIO_MAX', 'k1_kl', 'k2_kl', 'k3_kl', 'kl_penalty', 'sequence_log_ratio',
            'token_log_ratio', 'SEQUENCE_STATISTICS', 'behavior_importance_weights', 'cispo_terms', 'clipped_surrogate',
            'clipped_surrogate_terms', 'clipped_value_loss', 'clipped_value_loss_terms', 'preference_ipo',
-           'preference_logsigmoid', 'preference_margin', 'sapo_terms', 'sequence_importance_weights', 'VOCAB_CHUNK',
+           'preference_logsigmoid', 'preference_margin', 'sapo_terms', 'sequence_importance_weights',
+           'ALPHA_DIVERGENCE_CLAMP', 'CPO_LOSS_TYPES', 'DPO_LOSS_TYPES', 'F_DIVERGENCE_TYPES', 'KTO_LOSS_TYPES',
+           'ORPO_LOG_PROB_CAP', 'cpo_loss', 'dpo_loss', 'dpo_sft_loss', 'kto_loss', 'orpo_loss', 'VOCAB_CHUNK',
            'entropy_from_logits', 'linear_log_probs_and_entropy', 'log_probs_from_logits']
 
 # %% ../nbs/99_api.ipynb #c79b51bf
@@ -32,6 +34,9 @@ from ._surrogates.value import clipped_value_loss, clipped_value_loss_terms
 from ._surrogates.importance import (SEQUENCE_STATISTICS, behavior_importance_weights,
                                           sequence_importance_weights)
 from ._surrogates.preference import preference_ipo, preference_logsigmoid, preference_margin
+from ._surrogates.preference_family import (ALPHA_DIVERGENCE_CLAMP, CPO_LOSS_TYPES, DPO_LOSS_TYPES,
+                                                 F_DIVERGENCE_TYPES, KTO_LOSS_TYPES, ORPO_LOG_PROB_CAP, cpo_loss,
+                                                 dpo_loss, dpo_sft_loss, kto_loss, orpo_loss)
 from ._logits import VOCAB_CHUNK, entropy_from_logits, linear_log_probs_and_entropy, log_probs_from_logits
 
 # %% ../nbs/99_api.ipynb #a9373c46
@@ -49,6 +54,9 @@ _all_ = [
     "SEQUENCE_STATISTICS", "behavior_importance_weights", "cispo_terms", "clipped_surrogate",
     "clipped_surrogate_terms", "clipped_value_loss", "clipped_value_loss_terms", "preference_ipo",
     "preference_logsigmoid", "preference_margin", "sapo_terms", "sequence_importance_weights",
+    # the preference family
+    "ALPHA_DIVERGENCE_CLAMP", "CPO_LOSS_TYPES", "DPO_LOSS_TYPES", "F_DIVERGENCE_TYPES", "KTO_LOSS_TYPES",
+    "ORPO_LOG_PROB_CAP", "cpo_loss", "dpo_loss", "dpo_sft_loss", "kto_loss", "orpo_loss",
     # from logits
     "VOCAB_CHUNK", "entropy_from_logits", "linear_log_probs_and_entropy", "log_probs_from_logits",
 ]
