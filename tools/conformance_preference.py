@@ -313,10 +313,10 @@ def dew_rl_side(framework: str, kind: str, p: dict, x: dict) -> dict:
 DOCUMENTED = {
     ("trl", "dpo_loss", "loss_type=discopop"): "TRL evaluates e^{-beta Delta} * sigmoid(beta Delta / tau) as a "
     "product, which is inf * 0 = NaN once beta * Delta < -88 in float32; dew_rl takes it in log space, "
-    "exp(-beta Delta + log sigmoid(beta Delta / tau)), which is finite (chapter 03k_preference_family).",
-    ("trl", "dpo_grad_chosen", "loss_type=discopop"): "the gradient of the same NaN (chapter 03k_preference_family).",
+    "exp(-beta Delta + log sigmoid(beta Delta / tau)), which is finite (chapter 03o_preference_family).",
+    ("trl", "dpo_grad_chosen", "loss_type=discopop"): "the gradient of the same NaN (chapter 03o_preference_family).",
     ("trl", "dpo_grad_rejected", "loss_type=discopop"): "the gradient of the same NaN (chapter "
-    "03k_preference_family).",
+    "03o_preference_family).",
 }
 
 
