@@ -14,7 +14,9 @@ __all__ = ['EmptyBatchError', 'AGGREGATION_MODES', 'STATS_EPS', 'LossCounts', 'a
            'preference_logsigmoid', 'preference_margin', 'sapo_terms', 'sequence_importance_weights', 'OPSM_SCOPES',
            'ROLLOUT_IS_LEVELS', 'ROLLOUT_IS_MODES', 'ROLLOUT_RS_OPTIONS', 'opsm_mask', 'rollout_is_weights',
            'rollout_rejection_mask', 'ROLLOUT_CORRECTION_PRESETS', 'offpolicy_metrics', 'rollout_correction',
-           'importance_weighted_kl', 'loglinear_proximal_log_probs', 'VOCAB_CHUNK', 'entropy_from_logits',
+           'importance_weighted_kl', 'loglinear_proximal_log_probs', 'ALPHA_DIVERGENCE_CLAMP', 'CPO_LOSS_TYPES',
+           'DPO_LOSS_TYPES', 'F_DIVERGENCE_TYPES', 'KTO_LOSS_TYPES', 'ORPO_LOG_PROB_CAP', 'cpo_loss', 'dpo_loss',
+           'dpo_sft_loss', 'kto_loss', 'orpo_loss', 'VOCAB_CHUNK', 'entropy_from_logits',
            'linear_log_probs_and_entropy', 'log_probs_from_logits']
 
 # %% ../nbs/99_api.ipynb #c79b51bf
@@ -41,6 +43,10 @@ from ._surrogates.rollout_correction import (OPSM_SCOPES, ROLLOUT_IS_LEVELS, ROL
                                                   opsm_mask, rollout_is_weights, rollout_rejection_mask)
 from ._surrogates.mismatch import ROLLOUT_CORRECTION_PRESETS, offpolicy_metrics, rollout_correction
 from ._surrogates.off_policy import importance_weighted_kl, loglinear_proximal_log_probs
+
+from ._surrogates.preference_family import (ALPHA_DIVERGENCE_CLAMP, CPO_LOSS_TYPES, DPO_LOSS_TYPES,
+                                                 F_DIVERGENCE_TYPES, KTO_LOSS_TYPES, ORPO_LOG_PROB_CAP, cpo_loss,
+                                                 dpo_loss, dpo_sft_loss, kto_loss, orpo_loss)
 from ._logits import VOCAB_CHUNK, entropy_from_logits, linear_log_probs_and_entropy, log_probs_from_logits
 
 # %% ../nbs/99_api.ipynb #a9373c46
@@ -64,6 +70,10 @@ _all_ = [
     "OPSM_SCOPES", "ROLLOUT_IS_LEVELS", "ROLLOUT_IS_MODES", "ROLLOUT_RS_OPTIONS", "opsm_mask", "rollout_is_weights",
     "rollout_rejection_mask", "ROLLOUT_CORRECTION_PRESETS", "offpolicy_metrics", "rollout_correction",
     "importance_weighted_kl", "loglinear_proximal_log_probs",
+
+    # the preference family
+    "ALPHA_DIVERGENCE_CLAMP", "CPO_LOSS_TYPES", "DPO_LOSS_TYPES", "F_DIVERGENCE_TYPES", "KTO_LOSS_TYPES",
+    "ORPO_LOG_PROB_CAP", "cpo_loss", "dpo_loss", "dpo_sft_loss", "kto_loss", "orpo_loss",
     # from logits
     "VOCAB_CHUNK", "entropy_from_logits", "linear_log_probs_and_entropy", "log_probs_from_logits",
 ]

@@ -83,6 +83,17 @@ CASES = {
     "preference_margin": (lambda y, z, m: rl.preference_margin(y, z, z, y, m, m), (Y, Z, M), False),
     "preference_logsigmoid": (lambda y, z, m: rl.preference_logsigmoid(y, z, z, y, m, m, 0.1), (Y, Z, M), False),
     "preference_ipo": (lambda y, z, m: rl.preference_ipo(y, z, z, y, m, m, 0.1), (Y, Z, M), False),
+    # the preference family: global means over the pairs of every shard (M has an empty row: a pair with no
+    # token, left out). AOT sorts within a shard (as TRL within a process), so it is not the whole-batch value.
+    "dpo_loss": (lambda y, z, m: [rl.dpo_loss(y, z, z, y, m, m, loss_type=t, axis_name="dp",
+                                              label_smoothing=1e-3 if t == "exo_pair" else 0.0)
+                                  for t in rl.DPO_LOSS_TYPES if t not in ("aot", "aot_unpaired")], (Y, Z, M), True),
+    "kto_loss": (lambda y, z, m: rl.kto_loss(y, z, m, m[:, 0] > 0, z, y, m, axis_name="dp"), (Y, Z, M), True),
+    "cpo_loss": (lambda y, z, m: [rl.cpo_loss(y, z, m, m, loss_type=t, axis_name="dp") for t in rl.CPO_LOSS_TYPES],
+                 (Y, Z, M), True),
+    "orpo_loss": (lambda y, z, m: rl.orpo_loss(y, z, m, m, axis_name="dp"), (Y, Z, M), True),
+    "dpo_sft_loss": (lambda y, z, m: rl.dpo_sft_loss(y, z, z, y, m, m, sft_loss_weight=0.5, axis_name="dp"),
+                     (Y, Z, M), True),
     "log_probs_from_logits": (lambda z, t: rl.log_probs_from_logits(z, t), (LOGITS, TOKENS), False),
     "entropy_from_logits": (lambda z: rl.entropy_from_logits(z), (LOGITS,), False),
     "linear_log_probs_and_entropy": (lambda h, w, t: rl.linear_log_probs_and_entropy(h, w, t, chunk_size=4),
