@@ -10,7 +10,10 @@ __all__ = ['AGGREGATION_MODES', 'STATS_EPS', 'LossCounts', 'aggregate', 'global_
            'LOG_RATIO_CLAMP', 'SEQUENCE_LOG_RATIO_MAX', 'k1_kl', 'k2_kl', 'k3_kl', 'kl_penalty', 'sequence_log_ratio',
            'token_log_ratio', 'SEQUENCE_STATISTICS', 'behavior_importance_weights', 'cispo_terms', 'clipped_surrogate',
            'clipped_surrogate_terms', 'clipped_value_loss', 'clipped_value_loss_terms', 'preference_ipo',
-           'preference_logsigmoid', 'preference_margin', 'sapo_terms', 'sequence_importance_weights', 'VOCAB_CHUNK',
+           'preference_logsigmoid', 'preference_margin', 'sapo_terms', 'sequence_importance_weights', 'dppo_kl_terms',
+           'dppo_tv_terms', 'dro_terms', 'p3o_ess', 'p3o_terms', 'positive_example_nll_terms', 'reinforce_terms',
+           'signed_cispo_terms', 'topr_terms', 'vespo_terms', 'clip_cov_terms', 'gmpo_terms', 'kl_cov_terms',
+           'm2po_clip_bounds', 'm2po_loss_mask', 'm2po_terms', 'sequence_product_terms', 'VOCAB_CHUNK',
            'entropy_from_logits', 'linear_log_probs_and_entropy', 'log_probs_from_logits']
 
 # %% ../nbs/99_api.ipynb #c79b51bf
@@ -32,6 +35,11 @@ from ._surrogates.value import clipped_value_loss, clipped_value_loss_terms
 from ._surrogates.importance import (SEQUENCE_STATISTICS, behavior_importance_weights,
                                           sequence_importance_weights)
 from ._surrogates.preference import preference_ipo, preference_logsigmoid, preference_margin
+from ._surrogates.weighted import (dppo_kl_terms, dppo_tv_terms, dro_terms, p3o_ess, p3o_terms,
+                                        positive_example_nll_terms, reinforce_terms, signed_cispo_terms, topr_terms,
+                                        vespo_terms)
+from ._surrogates.trust_regions import (clip_cov_terms, gmpo_terms, kl_cov_terms, m2po_clip_bounds,
+                                             m2po_loss_mask, m2po_terms, sequence_product_terms)
 from ._logits import VOCAB_CHUNK, entropy_from_logits, linear_log_probs_and_entropy, log_probs_from_logits
 
 # %% ../nbs/99_api.ipynb #a9373c46
@@ -49,6 +57,10 @@ _all_ = [
     "SEQUENCE_STATISTICS", "behavior_importance_weights", "cispo_terms", "clipped_surrogate",
     "clipped_surrogate_terms", "clipped_value_loss", "clipped_value_loss_terms", "preference_ipo",
     "preference_logsigmoid", "preference_margin", "sapo_terms", "sequence_importance_weights",
+    # policy losses with a detached weight; sequence ratios and batch-selected trust regions
+    "dppo_kl_terms", "dppo_tv_terms", "dro_terms", "p3o_ess", "p3o_terms", "positive_example_nll_terms",
+    "reinforce_terms", "signed_cispo_terms", "topr_terms", "vespo_terms", "clip_cov_terms", "gmpo_terms",
+    "kl_cov_terms", "m2po_clip_bounds", "m2po_loss_mask", "m2po_terms", "sequence_product_terms",
     # from logits
     "VOCAB_CHUNK", "entropy_from_logits", "linear_log_probs_and_entropy", "log_probs_from_logits",
 ]
