@@ -211,7 +211,7 @@ def clip_cov_terms(log_ratio, log_probs, advantages, mask, key, clip_ratio_low=0
 
     Source
     ------
-    Cui et al. 2025, arXiv:2505.22617v1 (verl loss_mode `clip_cov`)
+    Cui et al. 2025, arXiv:2505.22617 (verl loss_mode `clip_cov`)
     """
     fn = "clip_cov_terms"
     key = check_key(fn, key)
@@ -255,7 +255,7 @@ def kl_cov_terms(log_ratio, log_probs, advantages, mask, kl_cov_ratio=0.0002, pp
 
     Source
     ------
-    Cui et al. 2025, arXiv:2505.22617v1 (verl loss_mode `kl_cov`)
+    Cui et al. 2025, arXiv:2505.22617 (verl loss_mode `kl_cov`)
     """
     fn = "kl_cov_terms"
     ratio = check_number(fn, "kl_cov_ratio", kl_cov_ratio, lambda v: 0.0 < v <= 1.0, "in (0, 1]")
@@ -293,7 +293,7 @@ def m2po_loss_mask(old_log_probs, prox_log_probs, mask, m2_threshold, axis_name=
 
     Source
     ------
-    Zheng et al. 2025, arXiv:2510.01161v1 (AReaL `_apply_m2po_masking`)
+    Zheng et al. 2025, arXiv:2510.01161 (AReaL `_apply_m2po_masking`)
     """
     fn = "m2po_loss_mask"
     tau = positive_number(fn, "m2_threshold", m2_threshold)
@@ -347,7 +347,7 @@ def m2po_clip_bounds(log_ratio, advantages, mask, kl2_budget, miniclip_low=0.3, 
 
     Source
     ------
-    Zheng et al. 2025, arXiv:2510.01161v1 (Relax `compute_m2po_loss`)
+    Zheng et al. 2025, arXiv:2510.01161 (Relax `compute_m2po_loss`)
     """
     fn = "m2po_clip_bounds"
     budget = nonnegative_number(fn, "kl2_budget", kl2_budget)
@@ -407,7 +407,7 @@ def m2po_terms(log_ratio, advantages, mask, kl2_budget, miniclip_low=0.3, minicl
 
     Source
     ------
-    Zheng et al. 2025, arXiv:2510.01161v1 (Relax `compute_m2po_loss`)
+    Zheng et al. 2025, arXiv:2510.01161 (Relax `compute_m2po_loss`)
     """
     lo, hi, _ = m2po_clip_bounds(log_ratio, advantages, mask, kl2_budget, miniclip_low, miniclip_high, axis_name)
     return clipped_surrogate_terms(log_ratio, advantages, mask, lo, hi, None)
