@@ -14,12 +14,11 @@ from .._checks import check_number
 from .._ops import clamp, count_kept, larger, smaller, sum_over
 from .ppo import clipped_surrogate_terms
 from .ratios import LOG_RATIO_CLAMP
-from .weighted import nonnegative_number, positive_number, ratio_of, token_inputs
+from .weighted import _nonnegative_number, _positive_number, _ratio_of, _token_inputs
 
 # %% auto #0
-__all__ = ['NONNEG_KEY', 'M2PO_NO_CLIP', 'M2PO_EPS', 'gmpo_terms', 'sequence_product_terms', 'order_key', 'key_value',
-           'largest_key', 'top_k_select', 'check_key', 'row_priorities', 'token_covariance', 'clip_cov_terms',
-           'kl_cov_terms', 'm2po_loss_mask', 'm2po_clip_bounds', 'm2po_terms']
+__all__ = ['gmpo_terms', 'sequence_product_terms', 'clip_cov_terms', 'kl_cov_terms', 'm2po_loss_mask', 'm2po_clip_bounds',
+           'm2po_terms']
 
 # %% ../../nbs/03j_sequence_trust_regions.ipynb #802b5fb3
 def gmpo_terms(log_ratio, advantages, mask, clip_ratio_low=0.4, clip_ratio_high=0.4) -> tuple:
@@ -48,9 +47,9 @@ def gmpo_terms(log_ratio, advantages, mask, clip_ratio_low=0.4, clip_ratio_high=
     Zhao et al. 2025, arXiv:2507.20673v3 (verl loss_mode `geo_mean`, TRL experimental `GMPOTrainer`)
     """
     fn = "gmpo_terms"
-    lo = nonnegative_number(fn, "clip_ratio_low", clip_ratio_low)
-    hi = nonnegative_number(fn, "clip_ratio_high", clip_ratio_high)
-    a, keep, ct, rt = token_inputs(fn, mask, ("log_ratio",), log_ratio=log_ratio, advantages=advantages)
+    lo = _nonnegative_number(fn, "clip_ratio_low", clip_ratio_low)
+    hi = _nonnegative_number(fn, "clip_ratio_high", clip_ratio_high)
+    a, keep, ct, rt = _token_inputs(fn, mask, ("log_ratio",), log_ratio=log_ratio, advantages=advantages)
     x, adv = a["log_ratio"], a["advantages"]
     n = jnp.maximum(count_kept(keep, axis=-1), 1).astype(ct)[:, None]
     x_clip = jnp.where(adv > 0, smaller(x, hi), jnp.where(adv < 0, larger(x, -lo), 0.0))
@@ -88,7 +87,7 @@ def sequence_product_terms(log_ratio, advantages, mask, epsilon_low=0.2, epsilon
     Ahmadian et al. 2024, arXiv:2402.14740v2 (TRL `RLOOTrainer._compute_loss`)
     """
     fn = "sequence_product_terms"
-    a, keep, ct, rt = token_inputs(fn, mask, ("log_ratio",), log_ratio=log_ratio, advantages=advantages)
+    a, keep, ct, rt = _token_inputs(fn, mask, ("log_ratio",), log_ratio=log_ratio, advantages=advantages)
     x, adv = a["log_ratio"], a["advantages"]
     rows = keep.any(axis=-1, keepdims=True)
     n = jnp.maximum(count_kept(keep, axis=-1), 1).astype(ct)[:, None]
@@ -97,22 +96,22 @@ def sequence_product_terms(log_ratio, advantages, mask, epsilon_low=0.2, epsilon
     return jnp.where(keep, terms, 0).astype(rt), {k: keep & v for k, v in ind.items()}
 
 # %% ../../nbs/03j_sequence_trust_regions.ipynb #8b3bbb99
-NONNEG_KEY = 0x80000000  # order_key(+0.0): every key below it is a negative number (or a negative NaN)
+_NONNEG_KEY = 0x80000000  # _order_key(+0.0): every key below it is a negative number (or a negative NaN)
 
 
-def order_key(x) -> jax.Array:
+def _order_key(x) -> jax.Array:
     "float32 -> uint32 whose unsigned order is the float order (-inf < ... < -0 < +0 < ... < inf)."
     b = jax.lax.bitcast_convert_type(jnp.asarray(x, jnp.float32), jnp.uint32)
-    return jnp.where((b >> 31) == 1, ~b, b | jnp.uint32(NONNEG_KEY))
+    return jnp.where((b >> 31) == 1, ~b, b | jnp.uint32(_NONNEG_KEY))
 
 
-def key_value(k) -> jax.Array:
-    "The float32 whose `order_key` is `k` (the inverse of `order_key`)."
+def _key_value(k) -> jax.Array:
+    "The float32 whose `_order_key` is `k` (the inverse of `_order_key`)."
     b = jnp.where((k >> 31) == 1, k & jnp.uint32(0x7FFFFFFF), ~k)
     return jax.lax.bitcast_convert_type(b, jnp.float32)
 
 
-def largest_key(predicate) -> jax.Array:
+def _largest_key(predicate) -> jax.Array:
     """The largest uint32 `u` with `predicate(u)` True, for a predicate True at 0 and monotone (True, then False).
 
     Parameters
@@ -131,18 +130,18 @@ def largest_key(predicate) -> jax.Array:
     return jax.lax.fori_loop(0, 32, step, jnp.uint32(0))
 
 
-def top_k_select(keys, candidates, k, axis_name=None) -> jax.Array:
+def _top_k_select(keys, candidates, k, axis_name=None) -> jax.Array:
     """The `k` candidates with the largest uint32 `keys` over every shard of `axis_name` (bool, shape of `keys`).
 
     All candidates when there are fewer than `k`; candidates tied with the k-th key are all selected. `k` may be
     a traced scalar.
     """
     count = lambda u: sum_over(axis_name, count_kept(candidates & (keys >= u)))[0]
-    u = largest_key(lambda u: count(u) >= k)
+    u = _largest_key(lambda u: count(u) >= k)
     return candidates & (keys >= u)
 
 # %% ../../nbs/03j_sequence_trust_regions.ipynb #80879c33
-def check_key(fn: str, key) -> jax.Array:
+def _check_key(fn: str, key) -> jax.Array:
     "A single jax.random key (typed, or a legacy uint32[2]), or `ValueError`: a random subset needs one."
     if key is None:
         raise ValueError(f"{fn}: `key` is required (a jax.random key, so that the random subset is reproducible); "
@@ -155,7 +154,7 @@ def check_key(fn: str, key) -> jax.Array:
     return key
 
 
-def row_priorities(key, shape, axis_name=None) -> jax.Array:
+def _row_priorities(key, shape, axis_name=None) -> jax.Array:
     """uint32 [B, T] random priorities, the same for a token however the rows are sharded over `axis_name`.
 
     Row i of the shard at position p draws from fold_in(key, p * B + i) (rows split contiguously across shards).
@@ -166,7 +165,7 @@ def row_priorities(key, shape, axis_name=None) -> jax.Array:
     return jax.vmap(lambda i: jax.random.bits(jax.random.fold_in(key, i), (T,), jnp.uint32))(rows)
 
 
-def token_covariance(advantages, log_probs, keep, ct, axis_name=None) -> tuple:
+def _token_covariance(advantages, log_probs, keep, ct, axis_name=None) -> tuple:
     "Detached (A - mean A)(log pi - mean log pi), means over every valid token of every shard; and that count N."
     adv, lp = jax.lax.stop_gradient(advantages), jax.lax.stop_gradient(log_probs)
     n, s_a, s_l = sum_over(axis_name, count_kept(keep).astype(ct), jnp.where(keep, adv, 0).sum(),
@@ -214,17 +213,17 @@ def clip_cov_terms(log_ratio, log_probs, advantages, mask, key, clip_ratio_low=0
     Cui et al. 2025, arXiv:2505.22617 (verl loss_mode `clip_cov`)
     """
     fn = "clip_cov_terms"
-    key = check_key(fn, key)
+    key = _check_key(fn, key)
     ratio = check_number(fn, "clip_cov_ratio", clip_cov_ratio, lambda v: 0.0 < v <= 1.0, "in (0, 1]")
     lb = check_number(fn, "clip_cov_lb", clip_cov_lb, math.isfinite, "a finite number")
     ub = check_number(fn, "clip_cov_ub", clip_cov_ub, math.isfinite, "a finite number")
-    a, keep, ct, rt = token_inputs(fn, mask, ("log_ratio",), log_ratio=log_ratio, log_probs=log_probs,
+    a, keep, ct, rt = _token_inputs(fn, mask, ("log_ratio",), log_ratio=log_ratio, log_probs=log_probs,
                                    advantages=advantages)
     terms, ind = clipped_surrogate_terms(log_ratio, advantages, mask, clip_ratio_low, clip_ratio_high, None)
-    cov, n = token_covariance(a["advantages"], a["log_probs"], keep, ct, axis_name)
+    cov, n = _token_covariance(a["advantages"], a["log_probs"], keep, ct, axis_name)
     candidates = keep & ~ind["clipped"] & (cov > lb) & (cov < ub)
     k = jnp.maximum(jnp.floor(ratio * n), 1.0)
-    selected = top_k_select(row_priorities(key, keep.shape, axis_name), candidates, k, axis_name)
+    selected = _top_k_select(_row_priorities(key, keep.shape, axis_name), candidates, k, axis_name)
     return jnp.where(selected, 0, terms).astype(rt), {"clipped": ind["clipped"], "cov_clipped": selected}
 
 
@@ -259,13 +258,13 @@ def kl_cov_terms(log_ratio, log_probs, advantages, mask, kl_cov_ratio=0.0002, pp
     """
     fn = "kl_cov_terms"
     ratio = check_number(fn, "kl_cov_ratio", kl_cov_ratio, lambda v: 0.0 < v <= 1.0, "in (0, 1]")
-    coef = nonnegative_number(fn, "ppo_kl_coef", ppo_kl_coef)
-    a, keep, ct, rt = token_inputs(fn, mask, ("log_ratio",), log_ratio=log_ratio, log_probs=log_probs,
+    coef = _nonnegative_number(fn, "ppo_kl_coef", ppo_kl_coef)
+    a, keep, ct, rt = _token_inputs(fn, mask, ("log_ratio",), log_ratio=log_ratio, log_probs=log_probs,
                                    advantages=advantages)
     x, adv = a["log_ratio"], a["advantages"]
-    base = -adv * ratio_of(x)
-    cov, n = token_covariance(adv, a["log_probs"], keep, ct, axis_name)
-    selected = top_k_select(order_key(cov), keep, jnp.maximum(jnp.floor(ratio * n), 1.0), axis_name)
+    base = -adv * _ratio_of(x)
+    cov, n = _token_covariance(adv, a["log_probs"], keep, ct, axis_name)
+    selected = _top_k_select(_order_key(cov), keep, jnp.maximum(jnp.floor(ratio * n), 1.0), axis_name)
     abs_x = jnp.sign(jax.lax.stop_gradient(x)) * x  # |x| with torch's derivative 0 at x = 0
     return jnp.where(selected, base + coef * abs_x, base).astype(rt), {"kl_penalised": selected}
 
@@ -296,18 +295,18 @@ def m2po_loss_mask(old_log_probs, prox_log_probs, mask, m2_threshold, axis_name=
     Zheng et al. 2025, arXiv:2510.01161 (AReaL `_apply_m2po_masking`)
     """
     fn = "m2po_loss_mask"
-    tau = positive_number(fn, "m2_threshold", m2_threshold)
-    a, keep, ct, rt = token_inputs(fn, mask, (), old_log_probs=old_log_probs, prox_log_probs=prox_log_probs)
+    tau = _positive_number(fn, "m2_threshold", m2_threshold)
+    a, keep, ct, rt = _token_inputs(fn, mask, (), old_log_probs=old_log_probs, prox_log_probs=prox_log_probs)
     d = a["old_log_probs"] - a["prox_log_probs"]
     m2 = jnp.where(keep, d * d, 0)
-    keys = order_key(m2)
+    keys = _order_key(m2)
 
     def mean_below(u):  # the valid m2 at or below value(u) have a mean under tau (an empty set has)
         inside = keep & (keys <= u)
         c, s = sum_over(axis_name, count_kept(inside).astype(ct), jnp.where(inside, m2, 0).sum())
-        return (u < jnp.uint32(NONNEG_KEY)) | (c == 0) | (s < tau * c)
+        return (u < jnp.uint32(_NONNEG_KEY)) | (c == 0) | (s < tau * c)
 
-    kept = keep & (keys <= largest_key(mean_below))
+    kept = keep & (keys <= _largest_key(mean_below))
     none_kept = sum_over(axis_name, count_kept(kept))[0] == 0
     smallest = jnp.min(jnp.where(keep, m2, jnp.inf))
     if axis_name is not None:
@@ -315,8 +314,8 @@ def m2po_loss_mask(old_log_probs, prox_log_probs, mask, m2_threshold, axis_name=
     return jnp.where(none_kept, keep & (m2 == smallest), kept)
 
 
-M2PO_NO_CLIP = 100000.0  # Relax's ratio bound when the budget holds: (0, 1e5)
-M2PO_EPS = 1e-12         # Relax's guard on the sign of A, on rho - 1, and on tau^2
+_M2PO_NO_CLIP = 100000.0  # Relax's ratio bound when the budget holds: (0, 1e5)
+_M2PO_EPS = 1e-12         # Relax's guard on the sign of A, on rho - 1, and on tau^2
 
 
 def m2po_clip_bounds(log_ratio, advantages, mask, kl2_budget, miniclip_low=0.3, miniclip_high=0.5,
@@ -350,32 +349,32 @@ def m2po_clip_bounds(log_ratio, advantages, mask, kl2_budget, miniclip_low=0.3, 
     Zheng et al. 2025, arXiv:2510.01161 (Relax `compute_m2po_loss`)
     """
     fn = "m2po_clip_bounds"
-    budget = nonnegative_number(fn, "kl2_budget", kl2_budget)
+    budget = _nonnegative_number(fn, "kl2_budget", kl2_budget)
     mlo = check_number(fn, "miniclip_low", miniclip_low, lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
-    mhi = nonnegative_number(fn, "miniclip_high", miniclip_high)
-    a, keep, ct, rt = token_inputs(fn, mask, (), log_ratio=log_ratio, advantages=advantages)
+    mhi = _nonnegative_number(fn, "miniclip_high", miniclip_high)
+    a, keep, ct, rt = _token_inputs(fn, mask, (), log_ratio=log_ratio, advantages=advantages)
     x, adv = a["log_ratio"], a["advantages"]
-    r = ratio_of(x)
-    harmful = keep & (((adv > M2PO_EPS) & (r > 1.0 + M2PO_EPS)) | ((adv < -M2PO_EPS) & (r < 1.0 - M2PO_EPS)))
+    r = _ratio_of(x)
+    harmful = keep & (((adv > _M2PO_EPS) & (r > 1.0 + _M2PO_EPS)) | ((adv < -_M2PO_EPS) & (r < 1.0 - _M2PO_EPS)))
     d2 = jnp.where(harmful, x * x, 0)
     n, total = sum_over(axis_name, count_kept(harmful).astype(ct), d2.sum())
-    keys = order_key(d2)
+    keys = _order_key(d2)
 
     def under_budget(u):  # sum over harmful tokens of min(delta^2, value(u)) is below b n
         low = harmful & (keys <= u)
         s, c_high = sum_over(axis_name, jnp.where(low, d2, 0).sum(), count_kept(harmful & ~low).astype(ct))
-        return (u < jnp.uint32(NONNEG_KEY)) | (s + key_value(u).astype(ct) * c_high < budget * n)
+        return (u < jnp.uint32(_NONNEG_KEY)) | (s + _key_value(u).astype(ct) * c_high < budget * n)
 
-    tau2 = jnp.max(jnp.where(harmful & (keys <= largest_key(under_budget)), d2, 0))
+    tau2 = jnp.max(jnp.where(harmful & (keys <= _largest_key(under_budget)), d2, 0))
     if axis_name is not None:
         tau2 = jax.lax.pmax(tau2, axis_name)
-    tau2 = clamp(tau2 - M2PO_EPS, 0.0)
+    tau2 = clamp(tau2 - _M2PO_EPS, 0.0)
     tau = jnp.sqrt(tau2)
     m2_now = total / jnp.maximum(n, 1)
-    no_clip = (n == 0) | (m2_now <= budget + M2PO_EPS)
+    no_clip = (n == 0) | (m2_now <= budget + _M2PO_EPS)
     after = sum_over(axis_name, jnp.where(harmful, jnp.minimum(d2, tau2), 0).sum())[0] / jnp.maximum(n, 1)
     eps_low = jnp.maximum(1.0 - jnp.where(no_clip, 0.0, jnp.exp(-tau)), mlo)
-    eps_high = jnp.maximum(jnp.where(no_clip, M2PO_NO_CLIP, jnp.exp(tau)) - 1.0, mhi)
+    eps_high = jnp.maximum(jnp.where(no_clip, _M2PO_NO_CLIP, jnp.exp(tau)) - 1.0, mhi)
     stats = {"m2po_m2_now": m2_now, "m2po_m2_after": jnp.where(no_clip, m2_now, after)}
     return jax.lax.stop_gradient((eps_low, eps_high, stats))
 

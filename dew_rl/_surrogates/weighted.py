@@ -15,13 +15,11 @@ from .._ops import clamp, count_kept, smaller, sum_over
 from .ratios import LOG_RATIO_CLAMP
 
 # %% auto #0
-__all__ = ['DPPO_BINARY_KL_EPS', 'VESPO_LOG_W_MIN', 'P3O_ESS_EPS', 'P3O_KL_EXP_CLAMP', 'P3O_KL_MODES', 'token_inputs', 'ratio_of',
-           'positive_number', 'nonnegative_number', 'per_row', 'reinforce_terms', 'dro_terms',
-           'positive_example_nll_terms', 'topr_terms', 'signed_cispo_terms', 'dppo_tv_terms', 'dppo_kl_terms',
-           'vespo_terms', 'p3o_ess', 'p3o_terms']
+__all__ = ['reinforce_terms', 'dro_terms', 'positive_example_nll_terms', 'topr_terms', 'signed_cispo_terms', 'dppo_tv_terms',
+           'dppo_kl_terms', 'vespo_terms', 'p3o_ess', 'p3o_terms']
 
 # %% ../../nbs/03i_weighted_policy_gradients.ipynb #a5569e9a
-def token_inputs(fn: str, mask, differentiable=("log_probs",), **arrays) -> tuple:
+def _token_inputs(fn: str, mask, differentiable=("log_probs",), **arrays) -> tuple:
     """Checked `[B, T]` floating arrays of one shape, selected under the mask before any arithmetic.
 
     Parameters
@@ -59,22 +57,22 @@ def token_inputs(fn: str, mask, differentiable=("log_probs",), **arrays) -> tupl
     return out, keep, ct, rt
 
 
-def ratio_of(x) -> jax.Array:
+def _ratio_of(x) -> jax.Array:
     "exp of a log ratio clamped to [-20, 20], the clamp of every surrogate of the library."
     return jnp.exp(clamp(x, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
 
 
-def positive_number(fn: str, name: str, value):
+def _positive_number(fn: str, name: str, value):
     "A positive finite hyper-parameter (host numbers checked by value; JAX scalars pass, maybe traced)."
     return check_number(fn, name, value, lambda v: 0.0 < v < math.inf, "a positive finite number")
 
 
-def nonnegative_number(fn: str, name: str, value):
+def _nonnegative_number(fn: str, name: str, value):
     "A finite hyper-parameter >= 0 (host numbers checked by value; JAX scalars pass, maybe traced)."
     return check_number(fn, name, value, lambda v: 0.0 <= v < math.inf, "a finite number >= 0")
 
 
-def per_row(fn: str, name: str, x, rows: int, like: str) -> jax.Array:
+def _per_row(fn: str, name: str, x, rows: int, like: str) -> jax.Array:
     "A `[B]` per-response array (rewards, scores), integer or bool accepted, one entry per row of `like`."
     x = as_float(fn, name, x, allow_int=True)
     check_rank(fn, name, x, 1, layout="[B]")
@@ -110,7 +108,7 @@ def reinforce_terms(log_probs, advantages, mask, weights=None) -> jax.Array:
     arrays = dict(log_probs=log_probs, advantages=advantages)
     if weights is not None:
         arrays["weights"] = weights
-    a, keep, ct, rt = token_inputs(fn, mask, **arrays)
+    a, keep, ct, rt = _token_inputs(fn, mask, **arrays)
     w = a["weights"] if weights is not None else 1.0
     return jnp.where(keep, -w * a["advantages"] * a["log_probs"], 0).astype(rt)
 
@@ -141,8 +139,8 @@ def dro_terms(log_probs, old_log_probs, advantages, mask, dro_beta) -> jax.Array
     Kimi Team 2025, arXiv:2501.12599 (verl loss_mode `dro`, ROLL pg_variant `kimi15`)
     """
     fn = "dro_terms"
-    beta = positive_number(fn, "dro_beta", dro_beta)
-    a, keep, ct, rt = token_inputs(fn, mask, log_probs=log_probs, old_log_probs=old_log_probs, advantages=advantages)
+    beta = _positive_number(fn, "dro_beta", dro_beta)
+    a, keep, ct, rt = _token_inputs(fn, mask, log_probs=log_probs, old_log_probs=old_log_probs, advantages=advantages)
     lp = a["log_probs"]
     d = lp - a["old_log_probs"]
     return jnp.where(keep, -(a["advantages"] * lp - 0.5 * beta * d * d), 0).astype(rt)
@@ -170,8 +168,8 @@ def positive_example_nll_terms(log_probs, mask, rewards) -> tuple:
     Yue et al. 2025 (VAPO), arXiv:2504.05118, Eq. 10 (NeMo-RL `positive_example_nll_weight`)
     """
     fn = "positive_example_nll_terms"
-    a, keep, ct, rt = token_inputs(fn, mask, log_probs=log_probs)
-    r = per_row(fn, "rewards", rewards, keep.shape[0], "log_probs")
+    a, keep, ct, rt = _token_inputs(fn, mask, log_probs=log_probs)
+    r = _per_row(fn, "rewards", rewards, keep.shape[0], "log_probs")
     positive = keep & (r > 0)[:, None]
     return jnp.where(positive, -a["log_probs"], 0).astype(rt), {"positive": positive}
 
@@ -207,11 +205,11 @@ def topr_terms(log_ratio, log_probs, advantages, mask, scores, topr_positive_wei
     Le Roux et al. 2025, arXiv:2503.14286, Eq. 8 (ROLL pg_variant `topr`)
     """
     fn = "topr_terms"
-    wp = nonnegative_number(fn, "topr_positive_weight", topr_positive_weight)
-    wn = nonnegative_number(fn, "topr_negative_weight", topr_negative_weight)
-    a, keep, ct, rt = token_inputs(fn, mask, log_ratio=log_ratio, log_probs=log_probs, advantages=advantages)
-    pos = (per_row(fn, "scores", scores, keep.shape[0], "log_ratio") > 0)[:, None]
-    rho = ratio_of(a["log_ratio"])
+    wp = _nonnegative_number(fn, "topr_positive_weight", topr_positive_weight)
+    wn = _nonnegative_number(fn, "topr_negative_weight", topr_negative_weight)
+    a, keep, ct, rt = _token_inputs(fn, mask, log_ratio=log_ratio, log_probs=log_probs, advantages=advantages)
+    pos = (_per_row(fn, "scores", scores, keep.shape[0], "log_ratio") > 0)[:, None]
+    rho = _ratio_of(a["log_ratio"])
     w = jnp.where(pos, wp, wn * smaller(rho, 1.0))
     terms = jnp.where(keep, -w * a["advantages"] * a["log_probs"], 0).astype(rt)
     return terms, {"clipped": keep & ~pos & (rho > 1.0)}
@@ -248,31 +246,31 @@ def signed_cispo_terms(log_ratio, log_probs, advantages, mask, epsilon_low=1.0, 
     lo = check_number(fn, "epsilon_low", epsilon_low, lambda v: 0.0 <= v <= 1.0,
                       "in [0, 1] (lower bound 1 - epsilon_low in [0, 1])")
     hi = check_number(fn, "epsilon_high", epsilon_high, lambda v: v >= 0.0, ">= 0 (upper bound 1 + epsilon_high >= 1)")
-    a, keep, ct, rt = token_inputs(fn, mask, log_ratio=log_ratio, log_probs=log_probs, advantages=advantages)
+    a, keep, ct, rt = _token_inputs(fn, mask, log_ratio=log_ratio, log_probs=log_probs, advantages=advantages)
     adv = a["advantages"]
-    rho = ratio_of(a["log_ratio"])
+    rho = _ratio_of(a["log_ratio"])
     nonneg = adv >= 0
     weight = jnp.where(nonneg, smaller(rho, 1.0 + hi), jnp.where(rho < 1.0 - lo, 1.0 - lo, rho))
     clipped = keep & ((nonneg & (rho > 1.0 + hi)) | (~nonneg & (rho < 1.0 - lo)))
     return jnp.where(keep, -weight * adv * a["log_probs"], 0).astype(rt), {"clipped": clipped}
 
 # %% ../../nbs/03i_weighted_policy_gradients.ipynb #4062d9cd
-DPPO_BINARY_KL_EPS = 1e-8  # verl's guard inside the binary KL's second logarithm
+_DPPO_BINARY_KL_EPS = 1e-8  # verl's guard inside the binary KL's second logarithm
 
 
 def _dppo(fn, divergence, log_probs, old_log_probs, advantages, mask, clip_ratio_low, clip_ratio_high, clip_ratio_c):
-    lo = nonnegative_number(fn, "clip_ratio_low", clip_ratio_low)
-    hi = nonnegative_number(fn, "clip_ratio_high", clip_ratio_high)
-    c = positive_number(fn, "clip_ratio_c", clip_ratio_c)
-    a, keep, ct, rt = token_inputs(fn, mask, log_probs=log_probs, old_log_probs=old_log_probs, advantages=advantages)
+    lo = _nonnegative_number(fn, "clip_ratio_low", clip_ratio_low)
+    hi = _nonnegative_number(fn, "clip_ratio_high", clip_ratio_high)
+    c = _positive_number(fn, "clip_ratio_c", clip_ratio_c)
+    a, keep, ct, rt = _token_inputs(fn, mask, log_probs=log_probs, old_log_probs=old_log_probs, advantages=advantages)
     lp, old, adv = a["log_probs"], a["old_log_probs"], a["advantages"]
     lp_d = jax.lax.stop_gradient(lp)
-    rho = ratio_of(lp_d - old)
+    rho = _ratio_of(lp_d - old)
     p, p_old = jnp.exp(lp_d), jnp.exp(old)
     if divergence == "tv":
         ok_pos, ok_neg = p - p_old <= hi, p - p_old >= -lo
     else:
-        e = DPPO_BINARY_KL_EPS
+        e = _DPPO_BINARY_KL_EPS
         kl = p_old * (old - lp_d) + (1.0 - p_old) * jnp.log((1.0 - p_old + e) / (1.0 - p + e))
         ok_pos, ok_neg = (kl <= hi) | (p <= p_old), (kl <= lo) | (p >= p_old)
     valid = jnp.where(adv > 0, ok_pos, ok_neg)
@@ -349,7 +347,7 @@ def dppo_kl_terms(log_probs, old_log_probs, advantages, mask, clip_ratio_low=0.2
                  clip_ratio_c)
 
 # %% ../../nbs/03i_weighted_policy_gradients.ipynb #4b90f337
-VESPO_LOG_W_MIN = math.log(1e-8)  # TRL's lower clamp of the sequence log weight
+_VESPO_LOG_W_MIN = math.log(1e-8)  # TRL's lower clamp of the sequence log weight
 
 
 def vespo_terms(log_ratio, log_probs, advantages, mask, vespo_k_pos=2.0, vespo_lambda_pos=3.0, vespo_k_neg=3.0,
@@ -387,17 +385,17 @@ def vespo_terms(log_ratio, log_probs, advantages, mask, vespo_k_pos=2.0, vespo_l
     arXiv:2602.10693v3 (TRL loss_type `vespo`)
     """
     fn = "vespo_terms"
-    kp, kn = (nonnegative_number(fn, n, v) for n, v in (("vespo_k_pos", vespo_k_pos), ("vespo_k_neg", vespo_k_neg)))
-    lp_, ln_ = (positive_number(fn, n, v) for n, v in (("vespo_lambda_pos", vespo_lambda_pos),
+    kp, kn = (_nonnegative_number(fn, n, v) for n, v in (("vespo_k_pos", vespo_k_pos), ("vespo_k_neg", vespo_k_neg)))
+    lp_, ln_ = (_positive_number(fn, n, v) for n, v in (("vespo_lambda_pos", vespo_lambda_pos),
                                                         ("vespo_lambda_neg", vespo_lambda_neg)))
     arrays = dict(log_ratio=log_ratio, log_probs=log_probs, advantages=advantages)
     if is_log_ratio is not None:
         arrays["is_log_ratio"] = is_log_ratio
-    a, keep, ct, rt = token_inputs(fn, mask, **arrays)
+    a, keep, ct, rt = _token_inputs(fn, mask, **arrays)
     seq = clamp(a["log_ratio"], -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP).sum(axis=-1, keepdims=True)
     if is_log_ratio is not None:
-        seq = seq + clamp(a["is_log_ratio"], VESPO_LOG_W_MIN, LOG_RATIO_CLAMP).sum(axis=-1, keepdims=True)
-    log_w = clamp(seq, VESPO_LOG_W_MIN, LOG_RATIO_CLAMP)
+        seq = seq + clamp(a["is_log_ratio"], _VESPO_LOG_W_MIN, LOG_RATIO_CLAMP).sum(axis=-1, keepdims=True)
+    log_w = clamp(seq, _VESPO_LOG_W_MIN, LOG_RATIO_CLAMP)
     adv = a["advantages"]
     nonneg = adv >= 0
     k = jnp.where(nonneg, jnp.asarray(kp, ct), jnp.asarray(kn, ct))
@@ -406,9 +404,9 @@ def vespo_terms(log_ratio, log_probs, advantages, mask, vespo_k_pos=2.0, vespo_l
     return jnp.where(keep, -phi * adv * a["log_probs"], 0).astype(rt)
 
 # %% ../../nbs/03i_weighted_policy_gradients.ipynb #e2a14400
-P3O_ESS_EPS = 1e-8          # Relax's epsilon in the ESS denominator
-P3O_KL_EXP_CLAMP = 10.0     # Relax's clamp of the k3 proxy's exponent
-P3O_KL_MODES = ("proxy", "proxy_safe")
+_P3O_ESS_EPS = 1e-8          # Relax's epsilon in the ESS denominator
+_P3O_KL_EXP_CLAMP = 10.0     # Relax's clamp of the k3 proxy's exponent
+_P3O_KL_MODES = ("proxy", "proxy_safe")
 
 
 def p3o_ess(log_probs, behavior_log_probs, mask, axis_name=None) -> jax.Array:
@@ -435,11 +433,11 @@ def p3o_ess(log_probs, behavior_log_probs, mask, axis_name=None) -> jax.Array:
     Fakoor et al. 2026, arXiv:2605.12380, Eq. 7 (Relax `finalize_p3o_step_context`)
     """
     fn = "p3o_ess"
-    a, keep, ct, rt = token_inputs(fn, mask, (), log_probs=log_probs, behavior_log_probs=behavior_log_probs)
-    rho = jnp.where(keep, ratio_of(a["log_probs"] - a["behavior_log_probs"]), 0)
+    a, keep, ct, rt = _token_inputs(fn, mask, (), log_probs=log_probs, behavior_log_probs=behavior_log_probs)
+    rho = jnp.where(keep, _ratio_of(a["log_probs"] - a["behavior_log_probs"]), 0)
     s1, s2, n = sum_over(axis_name, rho.sum(), (rho * rho).sum(), count_kept(keep).astype(ct))
     ok = n > 0
-    ess = jnp.where(ok, s1 * s1 / (jnp.where(ok, n, 1) * (s2 + P3O_ESS_EPS)), 1.0)
+    ess = jnp.where(ok, s1 * s1 / (jnp.where(ok, n, 1) * (s2 + _P3O_ESS_EPS)), 1.0)
     return jax.lax.stop_gradient(clamp(ess, 0.0, 1.0))
 
 
@@ -473,8 +471,8 @@ def p3o_terms(log_probs, behavior_log_probs, advantages, mask, ess=None, axis_na
     Fakoor et al. 2026, arXiv:2605.12380, Eqs. 11-12 (Relax `compute_p3o_token_terms`)
     """
     fn = "p3o_terms"
-    check_choice(fn, "kl_mode", kl_mode, P3O_KL_MODES)
-    a, keep, ct, rt = token_inputs(fn, mask, log_probs=log_probs, behavior_log_probs=behavior_log_probs,
+    check_choice(fn, "kl_mode", kl_mode, _P3O_KL_MODES)
+    a, keep, ct, rt = _token_inputs(fn, mask, log_probs=log_probs, behavior_log_probs=behavior_log_probs,
                                    advantages=advantages)
     if ess is None:
         ess = p3o_ess(log_probs, behavior_log_probs, mask, axis_name)
@@ -483,9 +481,9 @@ def p3o_terms(log_probs, behavior_log_probs, advantages, mask, ess=None, axis_na
     ess = jax.lax.stop_gradient(jnp.asarray(ess, ct))
     lp = a["log_probs"]
     l = lp - a["behavior_log_probs"]
-    rho = ratio_of(jax.lax.stop_gradient(l))
+    rho = _ratio_of(jax.lax.stop_gradient(l))
     score = -smaller(rho, ess) * a["advantages"] * lp
-    e = jnp.exp(clamp(-l, -P3O_KL_EXP_CLAMP, P3O_KL_EXP_CLAMP))
+    e = jnp.exp(clamp(-l, -_P3O_KL_EXP_CLAMP, _P3O_KL_EXP_CLAMP))
     if kl_mode == "proxy_safe":  # the value of e, the derivative -e of the unclamped exponential
         e_d = jax.lax.stop_gradient(e)
         e = e_d - e_d * (l - jax.lax.stop_gradient(l))
