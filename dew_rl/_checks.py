@@ -59,7 +59,8 @@ def as_mask(fn: str, mask, shape: tuple, name: str = "mask", like: str = "x") ->
     fn
         str: the public function's name
     mask
-        array-like, bool, integer or floating 0/1; kept wherever it is non-zero
+        array-like, bool, integer or floating 0/1; kept wherever it is non-zero (a host array with a
+        value other than 0 and 1 is refused; a JAX array is not read back)
     shape
         tuple: the shape it must have (no broadcasting)
     name
@@ -72,6 +73,12 @@ def as_mask(fn: str, mask, shape: tuple, name: str = "mask", like: str = "x") ->
     jax.Array
         bool, `mask != 0`
     """
+    if not isinstance(mask, jax.Array):  # a host mask is checked by value: 0 and 1 only, never a weight
+        host = np.asarray(mask)
+        if host.dtype.kind in "iuf" and host.size and not ((host == 0) | (host == 1)).all():
+            odd = host[~((host == 0) | (host == 1))]
+            raise ValueError(f"{fn}: `{name}` must hold only 0 and 1 (a mask selects; it is not a weight); "
+                             f"got {odd.size} other value(s), e.g. {odd.flat[0]!r}")
     mask = jnp.asarray(mask)
     if not (mask.dtype == jnp.bool_ or jnp.issubdtype(mask.dtype, jnp.integer)
             or jnp.issubdtype(mask.dtype, jnp.floating)):
@@ -242,33 +249,37 @@ def check_choice(fn: str, name: str, value, choices) -> str:
     return value
 
 # %% ../nbs/00a_checks.ipynb #de9e6abb
-def as_groups(fn: str, rewards, group, min_group: int = 1, why: str = "") -> tuple[jax.Array, jnp.dtype]:
-    """`rewards` checked and reshaped to `[B/G, G]` in the statistics dtype, or `ValueError`.
+def as_groups(fn: str, rewards, group, min_group: int = 1, why: str = "") -> tuple:
+    """`rewards` checked, in the statistics dtype, with its grouping: a static `G`, or prompt ids `[B]`.
 
     Parameters
     ----------
     fn
         str: the public function's name
     rewards
-        [B] floating: rows g*G .. g*G+G-1 share a prompt
+        [B] floating: one outcome reward per row
     group
-        int: G, completions per prompt, a static Python int
+        int G (rows g*G .. g*G+G-1 share a prompt, a static Python int), or an integer array [B] of
+        prompt ids (rows with equal ids share a prompt, any order, groups of any size)
     min_group
-        int: the smallest G the caller's statistic is defined for
+        int: the smallest static G the caller's statistic is defined for
     why
         str: why `min_group` is needed, appended to the message
 
     Returns
     -------
     tuple
-        ([B/G, G] rewards in at least float32, the caller's dtype)
+        ([B] rewards in at least float32, the grouping (int G or the int ids [B]), the caller's dtype)
     """
     r = as_float(fn, "rewards", rewards)
     check_rank(fn, "rewards", r, 1, layout="[B]")
-    group = check_int(fn, "group", group, min_group, why)
-    if r.shape[0] % group:
-        raise ValueError(f"{fn}: the length of `rewards` ({r.shape[0]}) must be a multiple of `group` ({group})")
-    return r.astype(stat_dtype(r.dtype)).reshape(-1, group), r.dtype
+    if isinstance(group, (bool, np.bool_)) or np.ndim(group) == 0:
+        group = check_int(fn, "group", group, min_group, why + " (or an integer array [B] of prompt ids)")
+        if r.shape[0] % group:
+            raise ValueError(f"{fn}: the length of `rewards` ({r.shape[0]}) must be a multiple of `group` ({group})")
+    else:
+        group = as_ids(fn, "group", group, r.shape, like="rewards")
+    return r.astype(stat_dtype(r.dtype)), group, r.dtype
 
 # %% ../nbs/00a_checks.ipynb #6ce4dfe1
 def surrogate_inputs(fn: str, log_ratio, advantages, mask) -> tuple:

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from ._checks import as_float, as_ids, as_mask, check_axes, check_choice, check_number, check_rank, stat_dtype
-from ._ops import count_kept, sum_over
+from ._ops import count_kept, dense_ids, sum_over
 
 # %% auto #0
 __all__ = ['STATS_EPS', 'AGGREGATION_MODES', 'masked_mean', 'masked_whiten', 'global_masked_whiten', 'LossCounts', 'token_mean',
@@ -135,7 +135,7 @@ def token_mean(x, mask, axis_name=None, counts=None) -> jax.Array:
     Returns
     -------
     jax.Array
-        scalar in the caller's floating dtype; NaN when no position is kept anywhere
+        scalar in the caller's floating dtype; exactly 0 (with a zero gradient) when no position is kept anywhere
     """
     fn = "token_mean"
     x = as_float(fn, "x", x, allow_int=True)
@@ -146,7 +146,7 @@ def token_mean(x, mask, axis_name=None, counts=None) -> jax.Array:
     total, count = sum_over(axis_name, total, count_kept(keep))
     if counts is not None:
         count = counts.tokens
-    return (total / count.astype(ct)).astype(x.dtype)
+    return (total / jnp.maximum(count, 1).astype(ct)).astype(x.dtype)  # nothing kept: 0 / 1
 
 # %% ../nbs/01_reductions.ipynb #e5fd90fb
 def response_mean(x, mask, axis_name=None, counts=None) -> jax.Array:
@@ -286,11 +286,7 @@ def segment_mean(x, mask, segments) -> jax.Array:
     segments = as_ids(fn, "segments", segments, x.shape)
     B, T = x.shape
     ct = stat_dtype(x.dtype)
-    order = jnp.argsort(segments, axis=-1, stable=True)
-    ids_sorted = jnp.take_along_axis(segments, order, axis=-1)
-    starts = jnp.concatenate([jnp.ones((B, 1), bool), ids_sorted[:, 1:] != ids_sorted[:, :-1]], axis=-1)
-    rank_sorted = jnp.cumsum(starts, axis=-1, dtype=jnp.int32) - 1
-    rank = jnp.zeros((B, T), jnp.int32).at[jnp.arange(B)[:, None], order].set(rank_sorted)
+    rank = dense_ids(segments)  # each row's segment ids as dense ranks 0, 1, ... (ids are per row)
     flat = (jnp.arange(B, dtype=jnp.int32)[:, None] * T + rank).reshape(-1)
     sums = jax.ops.segment_sum(jnp.where(keep, x.astype(ct), 0).reshape(-1), flat, num_segments=B * T)
     counts = jax.ops.segment_sum(keep.reshape(-1).astype(jnp.int32), flat, num_segments=B * T)

@@ -56,6 +56,8 @@ CASES = {
     "k2_kl": (lambda y, z: rl.k2_kl(y, z), (Y, Z), False),
     "k3_kl": (lambda y, z: rl.k3_kl(y, z), (Y, Z), False),
     "kl_penalty": (lambda y, z: [rl.kl_penalty(y, z, k) for k in ("k1", "k2", "k3+")], (Y, Z), False),
+    "adaptive_kl_update": (lambda y, m: rl.adaptive_kl_update(0.05, rl.token_mean(y, m, axis_name="dp"), 8, 0.06, 100.0),
+                           (Y, M), True),
     "clipped_surrogate_terms": (lambda y, x, m: rl.clipped_surrogate_terms(y, x, m), (Y, X, M), False),
     "clipped_surrogate": (lambda y, x, m: rl.clipped_surrogate(y, x, m), (Y, X, M), False),
     "sapo_terms": (lambda y, x, m: rl.sapo_terms(y, x, m), (Y, X, M), False),

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import as_groups, as_mask, check_flag, check_int, check_number, check_rank
-from .._ops import centre_in_groups, count_kept
+from .._ops import centre_by_group, count_kept, group_size, group_sum, groups_of
 
 # %% auto #0
 __all__ = ['GROUP_EPS', 'group_advantage', 'overlong_penalty']
@@ -19,15 +19,17 @@ __all__ = ['GROUP_EPS', 'group_advantage', 'overlong_penalty']
 GROUP_EPS = 1e-6  # added to the group standard deviation (verl 0.9.1, Tunix 0.1.7)
 
 
-def group_advantage(rewards, group: int, normalise_by_std: bool = True, eps: float = GROUP_EPS) -> jax.Array:
+def group_advantage(rewards, group, normalise_by_std: bool = True, eps: float = GROUP_EPS) -> jax.Array:
     """GRPO's group-relative advantage, `(r - group mean) / (group std + eps)`; `r - group mean` for Dr.GRPO.
 
     Parameters
     ----------
     rewards
-        [B] scalar rewards; rows g*G .. g*G+G-1 are the completions of prompt g
+        [B] scalar rewards
     group
-        G, completions per prompt (static); B must be a multiple of it
+        int G: rows g*G .. g*G+G-1 are the completions of prompt g (static; B a multiple of G); or an
+        integer array [B] of prompt ids: rows with equal ids form a group, in any order, of any size
+        (a group of one row gets 0)
     normalise_by_std
         divide by the group std, ddof=1 (GRPO); False only centres (Dr.GRPO)
     eps
@@ -40,17 +42,18 @@ def group_advantage(rewards, group: int, normalise_by_std: bool = True, eps: flo
     """
     fn = "group_advantage"
     check_flag(fn, "normalise_by_std", normalise_by_std)
-    check_number(fn, "eps", eps, lambda e: e >= 0, "a number >= 0")
-    x, dtype = as_groups(fn, rewards, group, min_group=2 if normalise_by_std else 1,
-                         why=" when normalise_by_std=True (a standard deviation needs two members)" if normalise_by_std else "")
-    centred = centre_in_groups(x)
-    if normalise_by_std:
-        var = (centred**2).sum(axis=1, keepdims=True) / (x.shape[1] - 1)
+    eps = check_number(fn, "eps", eps, lambda e: e >= 0, "a number >= 0")
+    x, group, dtype = as_groups(fn, rewards, group, min_group=2 if normalise_by_std else 1,
+                                why=" when normalise_by_std=True (a standard deviation needs two members)" if normalise_by_std else "")
+    g = groups_of(group)
+    centred = centre_by_group(x, g)
+    if normalise_by_std:  # a group of one: centred is 0 and so is its spread, and 0 / eps is 0
+        var = group_sum(centred**2, g) / jnp.maximum(group_size(g, x.shape[0]) - 1, 1).astype(x.dtype)
         spread = var > 0
         std = jnp.where(spread, jnp.sqrt(jnp.where(spread, var, 1)), 0)  # finite gradient at zero spread
         denom = std + jnp.asarray(eps, x.dtype)
         centred = jnp.where(denom > 0, centred / jnp.where(denom > 0, denom, 1), 0)  # eps=0: 0, not 0/0
-    return centred.reshape(-1).astype(dtype)
+    return centred.astype(dtype)
 
 # %% ../../nbs/02b_group_advantage.ipynb #b86a7cc7
 def overlong_penalty(mask, max_response_length, buffer_len, factor=1.0):

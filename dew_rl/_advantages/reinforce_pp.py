@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from .._checks import as_float, as_groups, as_mask, check_number, check_rank, check_rows, stat_dtype
-from .._ops import centre_in_groups
+from .._ops import centre_by_group, groups_of
 
 # %% auto #0
 __all__ = ['reinforce_plus_plus_returns', 'group_baseline_advantage']
@@ -74,17 +74,18 @@ def reinforce_plus_plus_returns(rewards, kl, mask, beta, gamma=1.0) -> jax.Array
     return jnp.where(keep, returns, 0).astype(out)
 
 # %% ../../nbs/02e_reinforce_plus_plus.ipynb #17286e5a
-def group_baseline_advantage(rewards, mask, group: int) -> jax.Array:
+def group_baseline_advantage(rewards, mask, group) -> jax.Array:
     """REINFORCE++-baseline raw advantage: each reward minus its group's mean (itself included), broadcast to the kept tokens.
 
     Parameters
     ----------
     rewards
-        [B] scalar rewards, `group` consecutive rows per prompt (floating)
+        [B] scalar rewards (floating)
     mask
         [B, T] 0/1 loss mask; the row's centred reward is written at its kept positions
     group
-        responses per prompt, >= 2; B must be a multiple of it
+        int G >= 2: `group` consecutive rows per prompt (B a multiple of it); or an integer array [B] of
+        prompt ids: rows with equal ids form a group, any order, any size (a group of one row gets 0)
 
     Returns
     -------
@@ -92,12 +93,12 @@ def group_baseline_advantage(rewards, mask, group: int) -> jax.Array:
         [B, T]: m * (R_i - mean of its group, itself included), dtype of `rewards`
     """
     fn = "group_baseline_advantage"
-    r, dtype = as_groups(fn, rewards, group, min_group=2,
-                         why=": the mean includes the row itself, so a group of one gives zero advantages")
+    r, group, dtype = as_groups(fn, rewards, group, min_group=2,
+                                why=": the mean includes the row itself, so a group of one gives zero advantages")
     B = r.size
     mask = jnp.asarray(mask)
     check_rank(fn, "mask", mask, 2)
     check_rows(fn, "mask", mask, B)
     keep = as_mask(fn, mask, mask.shape)
-    centred = centre_in_groups(r)  # shifted by each group's first reward: equal rewards give exact zeros
+    centred = centre_by_group(r, groups_of(group))  # shifted by each group's first reward: exact zeros for equal rewards
     return jnp.where(keep, centred.reshape(B, 1), 0).astype(dtype)

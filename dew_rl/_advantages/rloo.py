@@ -6,30 +6,37 @@
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 
 from .._checks import as_groups
+from .._ops import group_leader, group_size, group_sum, groups_of
 
 # %% auto #0
 __all__ = ['rloo_advantage']
 
 # %% ../../nbs/02c_rloo.ipynb #3a489cd0
-def rloo_advantage(rewards, group: int) -> jax.Array:
-    """RLOO advantage: each reward minus the mean of the other `group - 1` rewards of its group.
+def rloo_advantage(rewards, group) -> jax.Array:
+    """RLOO advantage: each reward minus the mean of the other rewards of its group.
 
     Parameters
     ----------
     rewards
-        [B] scalar rewards; rows g*G .. g*G+G-1 are the completions of prompt g
+        [B] scalar rewards
     group
-        G >= 2, completions per prompt (static); B must be a multiple of it
+        int G >= 2: rows g*G .. g*G+G-1 are the completions of prompt g (static; B a multiple of G);
+        or an integer array [B] of prompt ids: rows with equal ids form a group, in any order, of any
+        size (a group of one row, which has no other member, gets 0)
 
     Returns
     -------
     jax.Array
-        [B] r_i minus the mean of the other G - 1 rewards of its group, in the rewards' dtype
+        [B] r_i minus the mean of the other rewards of its group, in the rewards' dtype
     """
     fn = "rloo_advantage"
-    x, dtype = as_groups(fn, rewards, group, min_group=2, why=" (a leave-one-out baseline needs two members)")
-    d = x - x[:, :1]  # shifted by the first member: exact zeros for a group of equal rewards
-    others = (d.sum(axis=1, keepdims=True) - d) / (x.shape[1] - 1)
-    return (d - others).reshape(-1).astype(dtype)
+    x, group, dtype = as_groups(fn, rewards, group, min_group=2, why=" (a leave-one-out baseline needs two members)")
+    g = groups_of(group)
+    B = x.shape[0]
+    d = x - x[group_leader(g, B)]  # shifted by the group's first member: exact zeros for equal rewards
+    n = group_size(g, B)
+    others = (group_sum(d, g) - d) / jnp.maximum(n - 1, 1).astype(d.dtype)
+    return jnp.where(n > 1, d - others, 0).astype(dtype)

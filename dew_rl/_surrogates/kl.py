@@ -8,12 +8,12 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._checks import as_float, check_choice, check_same_shape, stat_dtype
+from .._checks import as_float, check_choice, check_number, check_same_shape, stat_dtype
 from .._ops import clamp
 from .ratios import LOG_RATIO_CLAMP
 
 # %% auto #0
-__all__ = ['KL_OUTPUT_CLAMP', 'KL_PENALTY_KINDS', 'k1_kl', 'k2_kl', 'k3_kl', 'kl_penalty']
+__all__ = ['KL_OUTPUT_CLAMP', 'KL_PENALTY_KINDS', 'k1_kl', 'k2_kl', 'k3_kl', 'kl_penalty', 'adaptive_kl_update']
 
 # %% ../../nbs/03b_kl.ipynb #cd7ffd05
 KL_OUTPUT_CLAMP = 10.0  # |k3| bound after the exponential (verl low_var_kl)
@@ -117,3 +117,42 @@ def kl_penalty(log_probs, ref_log_probs, kind: str) -> jax.Array:
         k2 = k2_kl(lp, ref)
         value = k2 + jax.lax.stop_gradient(value - k2)
     return value.astype(dtype)
+
+# %% ../../nbs/03b_kl.ipynb #946a4bf5
+def adaptive_kl_update(kl_coef, current_kl, n_steps, target_kl, horizon) -> jax.Array:
+    """One update of the adaptive KL controller: `kl_coef * (1 + clip(current_kl / target_kl - 1, -0.2, 0.2) * n_steps / horizon)`.
+
+    Parameters
+    ----------
+    kl_coef
+        float >= 0 or a JAX scalar: the current coefficient beta (the controller's state)
+    current_kl
+        scalar: the KL measured on the last batch (verl: the mean over responses of the token-mean
+        in-reward KL; the objectives' `rollout/reward_kl_penalty`)
+    n_steps
+        number >= 0: samples in that batch (verl passes the batch size)
+    target_kl
+        number > 0: the KL the controller steers towards (verl `algorithm.kl_ctrl.target_kl`)
+    horizon
+        number > 0: the horizon H (verl `algorithm.kl_ctrl.horizon`, 10000 by default)
+
+    Returns
+    -------
+    jax.Array
+        the next coefficient, a scalar in at least float32 (pass it back as `kl_coef` next time)
+
+    Source
+    ------
+    Ziegler et al. 2019, arXiv:1909.08593, Sec. 2.2 (version not confirmed); verl's and OpenRLHF's `AdaptiveKLController`.
+    """
+    fn = "adaptive_kl_update"
+    kl_coef = check_number(fn, "kl_coef", kl_coef, lambda v: 0.0 <= v < float("inf"), "a finite number >= 0")
+    n_steps = check_number(fn, "n_steps", n_steps, lambda v: v >= 0.0, "a number >= 0")
+    target_kl = check_number(fn, "target_kl", target_kl, lambda v: 0.0 < v < float("inf"), "a positive finite number")
+    horizon = check_number(fn, "horizon", horizon, lambda v: 0.0 < v < float("inf"), "a positive finite number")
+    current_kl = jnp.asarray(current_kl)
+    if current_kl.ndim != 0:
+        raise ValueError(f"{fn}: `current_kl` must be a scalar; got shape {list(current_kl.shape)}")
+    ct = stat_dtype(jnp.result_type(current_kl, jnp.asarray(kl_coef)))
+    error = jnp.clip(current_kl.astype(ct) / jnp.asarray(target_kl, ct) - 1.0, -0.2, 0.2)
+    return jnp.asarray(kl_coef, ct) * (1.0 + error * jnp.asarray(n_steps, ct) / jnp.asarray(horizon, ct))

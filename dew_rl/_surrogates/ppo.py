@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from .._checks import check_clip_offsets, surrogate_inputs
 from .._ops import clamp, larger, smaller
-from .._reductions import token_mean
+from .._reductions import aggregate, token_mean
 from .ratios import LOG_RATIO_CLAMP
 
 # %% auto #0
@@ -65,8 +65,9 @@ def clipped_surrogate_terms(log_ratio, advantages, mask, epsilon_low: float = 0.
 
 # %% ../../nbs/03c_clipped_surrogate.ipynb #e0906722
 def clipped_surrogate(log_ratio, advantages, mask, epsilon_low: float = 0.2, epsilon_high: float = 0.2,
-                      dual_clip: float | None = 3.0) -> tuple:
-    """Token-mean dual-clipped PPO loss and its clip-fraction and KL metrics (metrics carry no gradient).
+                      dual_clip: float | None = 3.0, mode: str = "token-mean", axis_name=None, norm=None,
+                      counts=None) -> tuple:
+    """The dual-clipped PPO loss reduced by `aggregate` (token mean by default), with its clip-fraction and KL metrics.
 
     Parameters
     ----------
@@ -82,18 +83,28 @@ def clipped_surrogate(log_ratio, advantages, mask, epsilon_low: float = 0.2, eps
         upper clip offset, >= 0
     dual_clip
         c > 1, or None to disable the dual clip
+    mode
+        the loss's aggregation mode (`AGGREGATION_MODES`); the metrics are token means whatever the mode
+    axis_name
+        mapped axis: numerators and counts are summed over it (the data-parallel global loss)
+    norm
+        the constant of "seq-mean-token-sum-norm" (only for that mode)
+    counts
+        None, or `loss_counts` of the whole mini-batch (micro-batch losses and gradients then add up to it)
 
     Returns
     -------
     tuple
-        (token-mean loss, {"pg_clipfrac", "pg_clipfrac_lower", "ppo_kl"}), all in the result dtype
+        (loss, {"pg_clipfrac", "pg_clipfrac_lower", "ppo_kl"}), all in the result dtype; metrics carry no gradient
     """
     fn = "clipped_surrogate"
     terms, ind, keep, rt = _clipped(fn, log_ratio, advantages, mask, epsilon_low, epsilon_high, dual_clip)
     x = jnp.where(keep, jnp.asarray(log_ratio).astype(rt), 0)
+    mean = lambda v: token_mean(v, keep, axis_name=axis_name, counts=counts)  # noqa: E731
     metrics = {
-        "pg_clipfrac": token_mean(ind["clipped"].astype(rt), keep),
-        "pg_clipfrac_lower": token_mean(ind["dual_clipped"].astype(rt), keep),
-        "ppo_kl": -token_mean(x, keep),
+        "pg_clipfrac": mean(ind["clipped"].astype(rt)),
+        "pg_clipfrac_lower": mean(ind["dual_clipped"].astype(rt)),
+        "ppo_kl": -mean(x),
     }
-    return token_mean(terms, keep), jax.tree_util.tree_map(jax.lax.stop_gradient, metrics)
+    loss = aggregate(terms, keep, mode, axis_name=axis_name, norm=norm, counts=counts)
+    return loss, jax.tree_util.tree_map(jax.lax.stop_gradient, metrics)

@@ -63,7 +63,7 @@ def clipped_value_loss_terms(predicted, returns, old_values, clip: float | None 
 
 # %% ../../nbs/03e_value_loss.ipynb #74a1be9e
 def clipped_value_loss(predicted, returns, old_values, mask, clip: float | None = 0.2, mode: str = "token-mean",
-                       axis_name=None, norm=None) -> tuple[jax.Array, dict[str, jax.Array]]:
+                       axis_name=None, norm=None, counts=None) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Aggregated clipped value loss with masked inputs sanitised, and the value clip fraction.
 
     Parameters
@@ -84,6 +84,8 @@ def clipped_value_loss(predicted, returns, old_values, mask, clip: float | None 
         mapped axis for data-parallel global counts
     norm
         the constant of seq-mean-token-sum-norm (only for that mode)
+    counts
+        None, or `loss_counts` of the whole mini-batch (micro-batches then add up to it)
 
     Returns
     -------
@@ -91,6 +93,6 @@ def clipped_value_loss(predicted, returns, old_values, mask, clip: float | None 
         (scalar loss, {"vf_clipfrac": scalar})
     """
     terms, is_clipped, keep, out = _value_terms("clipped_value_loss", predicted, returns, old_values, clip, mask)
-    loss = aggregate(terms, keep, mode, axis_name=axis_name, norm=norm)
-    clipfrac = token_mean(is_clipped.astype(stat_dtype(out)), keep, axis_name=axis_name)
+    loss = aggregate(terms, keep, mode, axis_name=axis_name, norm=norm, counts=counts)
+    clipfrac = token_mean(is_clipped.astype(stat_dtype(out)), keep, axis_name=axis_name, counts=counts)
     return loss, {"vf_clipfrac": clipfrac.astype(out)}
