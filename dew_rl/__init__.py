@@ -16,8 +16,11 @@ __all__ = ['EmptyBatchError', 'AGGREGATION_MODES', 'STATS_EPS', 'LossCounts', 'a
            'rollout_rejection_mask', 'ROLLOUT_CORRECTION_PRESETS', 'offpolicy_metrics', 'rollout_correction',
            'importance_weighted_kl', 'loglinear_proximal_log_probs', 'ALPHA_DIVERGENCE_CLAMP', 'CPO_LOSS_TYPES',
            'DPO_LOSS_TYPES', 'F_DIVERGENCE_TYPES', 'KTO_LOSS_TYPES', 'ORPO_LOG_PROB_CAP', 'cpo_loss', 'dpo_loss',
-           'dpo_sft_loss', 'kto_loss', 'orpo_loss', 'VOCAB_CHUNK', 'entropy_from_logits',
-           'linear_log_probs_and_entropy', 'log_probs_from_logits']
+           'dpo_sft_loss', 'kto_loss', 'orpo_loss', 'dppo_kl_terms', 'dppo_tv_terms', 'dro_terms', 'p3o_ess',
+           'p3o_terms', 'positive_example_nll_terms', 'reinforce_terms', 'signed_cispo_terms', 'topr_terms',
+           'vespo_terms', 'clip_cov_terms', 'gmpo_terms', 'kl_cov_terms', 'm2po_clip_bounds', 'm2po_loss_mask',
+           'm2po_terms', 'sequence_product_terms', 'VOCAB_CHUNK', 'entropy_from_logits', 'linear_log_probs_and_entropy',
+           'log_probs_from_logits']
 
 # %% ../nbs/99_api.ipynb #c79b51bf
 __version__ = "0.1.0"
@@ -47,6 +50,12 @@ from ._surrogates.off_policy import importance_weighted_kl, loglinear_proximal_l
 from ._surrogates.preference_family import (ALPHA_DIVERGENCE_CLAMP, CPO_LOSS_TYPES, DPO_LOSS_TYPES,
                                                  F_DIVERGENCE_TYPES, KTO_LOSS_TYPES, ORPO_LOG_PROB_CAP, cpo_loss,
                                                  dpo_loss, dpo_sft_loss, kto_loss, orpo_loss)
+
+from ._surrogates.weighted import (dppo_kl_terms, dppo_tv_terms, dro_terms, p3o_ess, p3o_terms,
+                                        positive_example_nll_terms, reinforce_terms, signed_cispo_terms, topr_terms,
+                                        vespo_terms)
+from ._surrogates.trust_regions import (clip_cov_terms, gmpo_terms, kl_cov_terms, m2po_clip_bounds,
+                                             m2po_loss_mask, m2po_terms, sequence_product_terms)
 from ._logits import VOCAB_CHUNK, entropy_from_logits, linear_log_probs_and_entropy, log_probs_from_logits
 
 # %% ../nbs/99_api.ipynb #a9373c46
@@ -74,6 +83,11 @@ _all_ = [
     # the preference family
     "ALPHA_DIVERGENCE_CLAMP", "CPO_LOSS_TYPES", "DPO_LOSS_TYPES", "F_DIVERGENCE_TYPES", "KTO_LOSS_TYPES",
     "ORPO_LOG_PROB_CAP", "cpo_loss", "dpo_loss", "dpo_sft_loss", "kto_loss", "orpo_loss",
+
+    # policy losses with a detached weight; sequence ratios and batch-selected trust regions
+    "dppo_kl_terms", "dppo_tv_terms", "dro_terms", "p3o_ess", "p3o_terms", "positive_example_nll_terms",
+    "reinforce_terms", "signed_cispo_terms", "topr_terms", "vespo_terms", "clip_cov_terms", "gmpo_terms",
+    "kl_cov_terms", "m2po_clip_bounds", "m2po_loss_mask", "m2po_terms", "sequence_product_terms",
     # from logits
     "VOCAB_CHUNK", "entropy_from_logits", "linear_log_probs_and_entropy", "log_probs_from_logits",
 ]

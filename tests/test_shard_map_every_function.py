@@ -98,6 +98,27 @@ CASES = {
     "entropy_from_logits": (lambda z: rl.entropy_from_logits(z), (LOGITS,), False),
     "linear_log_probs_and_entropy": (lambda h, w, t: rl.linear_log_probs_and_entropy(h, w, t, chunk_size=4),
                                      (HIDDEN, WEIGHT, TOKENS), False),
+    # policy losses with a detached weight (Y, Z: log-probs below 0; X: advantages)
+    "reinforce_terms": (lambda z, x, m: rl.reinforce_terms(z, x, m), (Z, X, M), False),
+    "dro_terms": (lambda z, y, x, m: rl.dro_terms(z, y - 1.0, x, m, 0.1), (Z, Y, X, M), False),
+    "positive_example_nll_terms": (lambda z, m, r: rl.positive_example_nll_terms(z, m, r), (Z, M, R), False),
+    "topr_terms": (lambda y, z, x, m, r: rl.topr_terms(y, z, x, m, r), (Y, Z, X, M, R), False),
+    "signed_cispo_terms": (lambda y, z, x, m: rl.signed_cispo_terms(y, z, x, m, 0.2, 0.2), (Y, Z, X, M), False),
+    "dppo_tv_terms": (lambda z, y, x, m: rl.dppo_tv_terms(z, y - 1.0, x, m, 0.05, 0.05), (Z, Y, X, M), False),
+    "dppo_kl_terms": (lambda z, y, x, m: rl.dppo_kl_terms(z, y - 1.0, x, m, 0.01, 0.01), (Z, Y, X, M), False),
+    "vespo_terms": (lambda y, z, x, m: rl.vespo_terms(y, z, x, m), (Y, Z, X, M), False),
+    "p3o_ess": (lambda z, y, m: rl.p3o_ess(z, y - 1.0, m, axis_name="dp"), (Z, Y, M), True),
+    "p3o_terms": (lambda z, y, x, m: rl.p3o_terms(z, y - 1.0, x, m, axis_name="dp"), (Z, Y, X, M), True),
+    # sequence ratios and batch-selected trust regions
+    "gmpo_terms": (lambda y, x, m: rl.gmpo_terms(y, x, m), (Y, X, M), False),
+    "sequence_product_terms": (lambda y, x, m: rl.sequence_product_terms(y, x, m), (Y, X, M), False),
+    "clip_cov_terms": (lambda y, z, x, m: rl.clip_cov_terms(y, z, x, m, jax.random.key(0), clip_cov_ratio=0.2,
+                                                            clip_cov_lb=0.0, clip_cov_ub=10.0, axis_name="dp"),
+                       (Y, Z, X, M), True),
+    "kl_cov_terms": (lambda y, z, x, m: rl.kl_cov_terms(y, z, x, m, kl_cov_ratio=0.2, axis_name="dp"), (Y, Z, X, M), True),
+    "m2po_loss_mask": (lambda y, z, m: rl.m2po_loss_mask(y, z, m, 0.05, axis_name="dp"), (Y, Z, M), True),
+    "m2po_clip_bounds": (lambda y, x, m: rl.m2po_clip_bounds(y, x, m, 0.01, axis_name="dp"), (Y, X, M), True),
+    "m2po_terms": (lambda y, x, m: rl.m2po_terms(y, x, m, 0.01, axis_name="dp"), (Y, X, M), True),
 }
 REPLICATED = {"linear_log_probs_and_entropy": 1}  # argument positions passed whole to every shard (the weight)
 

@@ -1,0 +1,332 @@
+"""`make conformance` for the policy-loss frontier: dew_rl's policy losses against the frameworks that ship them.
+
+    python tools/conformance_policyloss.py                 # every framework with an environment (tools/refenvs.py)
+    python tools/conformance_policyloss.py verl trl        # only these (the data file keeps the others' last results)
+
+The pieces are tools/conformance.py's (`compare`, `agrees`, the `Recorder` of tools/conformance_adapters/_common.py,
+the environments of tools/refenvs.py); the adapters of this family live in tools/conformance_adapters/policyloss/, so
+that they do not enter the hash of the main conformance data. Steps:
+
+1. `make_inputs`: two cases (fixed seed, float32): "a" with token advantages, probabilities spread over (0, 1) and
+   planted ratios beyond every cap; "b" with small drifts (sequence ratios inside their bands). Both have interior
+   holes and one fully masked row. Each case also carries one advantage per row (`adv_seq`), its broadcast `adv_row`,
+   per-row `scores`, sampler log-probs `behavior` and the detached IS `weights` min(exp(old - behavior), 2).
+2. Each framework's adapter runs in its own interpreter and records the loss and d loss / d log-probs (autograd),
+   the metrics, or the per-token terms. ROLL (alibaba/ROLL is not on the package index: the index's `roll` is an
+   unrelated HTTP framework) is run once from a source checkout by tools/make_roll_fixtures.py, frozen in
+   tests/fixtures/policyloss_roll.npz with its revision, and read from there.
+3. dew_rl's side of every record (`dew_rl_side`) is computed on the same inputs, value and gradient, and compared.
+4. data/conformance_policyloss.json (the table the chapters print) and data/conformance_policyloss_outputs.npz (the
+   inputs and every framework output, so that tests/test_conformance_policyloss.py recomputes dew_rl's side without
+   any framework installed).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+ADAPTERS = ROOT / "tools" / "conformance_adapters" / "policyloss"
+DATA = ROOT / "data" / "conformance_policyloss.json"
+OUTPUTS = ROOT / "data" / "conformance_policyloss_outputs.npz"
+ROLL_FIXTURE = ROOT / "tests" / "fixtures" / "policyloss_roll.npz"
+FRAMEWORKS = ("verl", "trl", "openrlhf", "areal")   # run live; "roll" comes from its frozen fixture
+SEED = 20261219
+CASES = {"a": (8, 12, 0.35), "b": (6, 7, 0.05)}     # name -> (B, T, std of the log-ratio drift)
+
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+conf = _load("dew_rl_conformance_driver", ROOT / "tools" / "conformance.py")   # compare, agrees, ROUNDOFF
+
+
+# --------------------------------------------------------------------------------------------------------
+# 1. Inputs
+# --------------------------------------------------------------------------------------------------------
+def make_inputs() -> dict[str, np.ndarray]:
+    out = {}
+    for k, (case, (B, T, drift)) in enumerate(CASES.items()):
+        rng = np.random.default_rng(SEED + k)
+        lengths = rng.integers(2, T + 1, size=B)
+        lengths[0] = T
+        mask = (np.arange(T)[None, :] < lengths[:, None]).astype(np.float64)
+        mask[1, 1] = 0.0                                  # an interior hole
+        mask[B - 2] = 0.0                                 # a fully masked row
+        p_old = rng.uniform(0.02, 0.98, size=(B, T))
+        old = np.log(p_old)
+        lp = np.minimum(old + rng.normal(0.0, drift, size=(B, T)), -1e-4)
+        behavior = np.minimum(old + rng.normal(0.0, 0.3, size=(B, T)), -1e-4)
+        adv_seq = rng.normal(0.0, 1.0, size=B).round(3)
+        adv_seq[B - 2] = 0.0                              # the empty row's advantage (a mean over no token)
+        adv = adv_seq[:, None] + rng.normal(0.0, 0.3, size=(B, T))
+        if case == "a":                                   # planted: ratios beyond every cap, both signs of A
+            old[0, 2], lp[0, 2], adv[0, 2] = np.log(0.1), np.log(0.5), -1.0    # rho = 5, A < 0: dual clip, DPPO truncation
+            old[2, 1], lp[2, 1], adv[2, 1] = np.log(0.1), np.log(0.6), 1.0     # rho = 6, A > 0: clipped; TV mask binds
+            old[3, 0], lp[3, 0], adv[3, 0] = np.log(0.9), np.log(0.3), -1.0    # a large fall with A < 0
+        scores = np.where(adv_seq > 0, 1.0, 0.0)
+        scores[1] = -0.5
+        weights = np.minimum(np.exp(old - behavior), 2.0) * mask
+        vals = dict(mask=mask, lp=lp, old=old, behavior=behavior, adv=adv, adv_seq=adv_seq,
+                    adv_row=adv_seq[:, None] * mask, scores=scores, weights=weights)
+        for name, v in vals.items():
+            out[f"in/{case}/{name}"] = np.asarray(v, np.float32)
+    return out
+
+
+cases_of = conf.cases_of
+
+
+# --------------------------------------------------------------------------------------------------------
+# 2. The staleness hash
+# --------------------------------------------------------------------------------------------------------
+def hashed_files() -> list[Path]:
+    return [ROOT / "tools" / "conformance_policyloss.py", ADAPTERS.parent / "_common.py"] + \
+        sorted(ADAPTERS.glob("*.py")) + sorted((ROOT / "tools" / "stubs").rglob("*.py")) + \
+        [ROOT / "tools" / "make_roll_fixtures.py"]
+
+
+def input_hash() -> str:
+    h = hashlib.sha256()
+    for f in hashed_files():
+        h.update(f.relative_to(ROOT).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    h.update(json.dumps({k: v for k, v in conf._refenvs().ENVS.items() if k in FRAMEWORKS}, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------------------------------------
+# 3. dew_rl's side
+# --------------------------------------------------------------------------------------------------------
+def dew_rl_side(framework: str, kind: str, p: dict, x: dict) -> dict:
+    """dew_rl's value of one framework output: `value` (loss, gradient, metric, mask or terms), `function`,
+    `convention` (the call), `where` (the positions compared; None = all)."""
+    import jax
+    import jax.numpy as jnp
+
+    import dew_rl as rl
+
+    a64 = lambda v: np.asarray(v, np.float64)  # noqa: E731
+    m, lp, old, adv = x["mask"], jnp.asarray(x["lp"]), x["old"], x["adv"]
+    raw = lambda l: l - jnp.asarray(old)  # noqa: E731  (the frameworks' unclamped log ratio, differentiable in l)
+    loss = p.get("loss")
+    tm = lambda terms: rl.aggregate(terms, m, "token-mean")  # noqa: E731
+    sm = lambda terms: rl.aggregate(terms, m, "seq-mean-token-mean")  # noqa: E731
+    # name -> (function of the log-probs giving (scalar loss, dict of metrics), dew_rl function, call as text)
+    if loss == "gpg":
+        f = lambda l: (tm(rl.reinforce_terms(l, adv, m)), {})  # noqa: E731
+        fn, call = "reinforce_terms", "token-mean of reinforce_terms(lp, adv, mask)"
+    elif loss == "reinforce_is":
+        f = lambda l: (tm(rl.reinforce_terms(l, adv, m, x["weights"])), {})  # noqa: E731
+        fn, call = "reinforce_terms", "token-mean of reinforce_terms(lp, adv, mask, weights)"
+    elif loss in ("dro", "kimi15"):
+        f = lambda l: (tm(rl.dro_terms(l, old, adv, m, p.get("beta", 0.1))), {})  # noqa: E731
+        fn, call = "dro_terms", f"token-mean of dro_terms(lp, old, adv, mask, {p.get('beta', 0.1)})"
+    elif loss in ("dppo_tv", "dppo_kl"):
+        g = rl.dppo_tv_terms if loss == "dppo_tv" else rl.dppo_kl_terms
+
+        def f(l):
+            t, i = g(l, old, adv, m, p["lo"], p["hi"], 3.0)
+            return tm(t), {"pg_clipfrac": rl.token_mean(i["masked"], m), "pg_clipfrac_lower": rl.token_mean(i["truncated"], m)}
+        fn, call = f"{loss}_terms", f"token-mean of {loss}_terms(lp, old, adv, mask, {p['lo']}, {p['hi']}, 3.0); " \
+            "pg_clipfrac = token_mean(masked), pg_clipfrac_lower = token_mean(truncated)"
+    elif loss == "geo_mean":
+        def f(l):
+            t, i = rl.gmpo_terms(raw(l), adv, m, p["lo"], p["hi"])
+            return sm(t), {"pg_clipfrac": rl.token_mean(i["clipped"] & (jnp.asarray(adv) > 0), m),
+                           "pg_clipfrac_lower": rl.token_mean(i["clipped"] & (jnp.asarray(adv) < 0), m)}
+        fn, call = "gmpo_terms", f"seq-mean-token-mean of gmpo_terms(lp - old, adv, mask, {p['lo']}, {p['hi']}); " \
+            "clip fractions = token_mean(clipped & A > 0), token_mean(clipped & A < 0)"
+    elif loss == "gmpo":
+        def f(l):
+            t, i = rl.gmpo_terms(raw(l), x["adv_row"], m, p["lo"], p["hi"])
+            return sm(t), {"clip_ratio/region_mean": rl.token_mean(i["clipped"], m)}
+        fn, call = "gmpo_terms", "seq-mean-token-mean of gmpo_terms(lp - old, adv_seq * mask, mask, 0.4, 0.4)"
+    elif loss == "clip_cov":
+        def f(l):
+            t, i = rl.clip_cov_terms(raw(l), l, adv, m, jax.random.key(0), 0.2, 0.2, 1.0, p["lb"], p["ub"])
+            return tm(t), {"pg_clipfrac": rl.token_mean(i["cov_clipped"], m)}
+        fn, call = "clip_cov_terms", f"token-mean of clip_cov_terms(lp - old, lp, adv, mask, key, 0.2, 0.2, 1.0, " \
+            f"{p['lb']}, {p['ub']}); pg_clipfrac = token_mean(cov_clipped)"
+    elif loss == "kl_cov":
+        f = lambda l: (tm(rl.kl_cov_terms(raw(l), l, adv, m, p["ratio"], p["coef"])[0]), {})  # noqa: E731
+        fn, call = "kl_cov_terms", f"token-mean of kl_cov_terms(lp - old, lp, adv, mask, {p['ratio']}, {p['coef']})"
+    elif loss == "vespo":
+        f = lambda l: (tm(rl.vespo_terms(raw(l), l, adv, m)), {})  # noqa: E731
+        fn, call = "vespo_terms", "token-mean of vespo_terms(lp - old, lp, adv, mask) (2, 3, 3, 2)"
+    elif loss == "luspo":
+        def f(l):
+            t, _ = rl.clipped_surrogate_terms(rl.sequence_log_ratio(l, old, m), x["adv_row"], m, p["lo"], p["hi"], None)
+            return rl.aggregate(t, m, "seq-mean-token-sum"), {}
+        fn, call = "sequence_log_ratio", f"aggregate(clipped_surrogate_terms(sequence_log_ratio(lp, old, mask), adv_seq * " \
+            f"mask, mask, {p['lo']}, {p['hi']}, None)[0], mask, 'seq-mean-token-sum') (the LUSPO recipe)"
+    elif loss in ("delta", "dual_clip"):
+        ratio = raw if framework == "trl" else (lambda l: rl.token_log_ratio(l, old))
+        f = lambda l: (rl.clipped_surrogate(ratio(l), adv, m, 0.2, 0.28, p["delta"])[0], {})  # noqa: E731
+        fn = "clipped_surrogate"
+        call = f"clipped_surrogate({'lp - old' if framework == 'trl' else 'token_log_ratio(lp, old)'}, adv, mask, " \
+               f"0.2, 0.28, dual_clip={p['delta']})"
+    elif loss == "rloo":
+        def f(l):
+            t, i = rl.sequence_product_terms(raw(l), x["adv_row"], m, 0.2, 0.2)
+            rows = jnp.any(i["clipped"], axis=-1)
+            return sm(t), {"clip_ratio/region_mean": rows.mean()}
+        fn, call = "sequence_product_terms", "seq-mean-token-mean of sequence_product_terms(lp - old, adv_seq * mask, " \
+            "mask, 0.2, 0.2); region_mean = the mean over rows of 'any token clipped'"
+    elif loss == "m2po_mask":
+        value = a64(rl.m2po_loss_mask(x["behavior"], old, m, p["tau"]))
+        return dict(value=value, function="m2po_loss_mask", where=None,
+                    convention=f"m2po_loss_mask(behavior, old, mask, {p['tau']})")
+    elif loss in ("topr_terms", "vanilla_terms", "kimi15_terms"):
+        if loss == "topr_terms":
+            v, call = rl.topr_terms(raw(lp), lp, adv, m, x["scores"])[0], "topr_terms(lp - old, lp, adv, mask, scores)"
+        elif loss == "vanilla_terms":
+            v, call = rl.reinforce_terms(lp, adv, m), "reinforce_terms(lp, adv, mask)"
+        else:
+            v, call = rl.dro_terms(lp, old, adv, m, 0.1), "dro_terms(lp, old, adv, mask, 0.1)"
+        return dict(value=a64(v), function=call.split("(")[0], where=m > 0, convention=call + "; at the valid tokens")
+    else:
+        raise KeyError(f"no dew_rl side for {framework}/{kind}/{p}")
+    val, metrics = f(lp)
+    if kind == "loss":
+        value = a64(val)
+    elif kind == "grad":
+        value = a64(jax.grad(lambda l: f(l)[0])(lp))
+        call = f"jax.grad of [{call}] w.r.t. lp"
+    else:
+        value = a64(metrics[p["metric"]])
+        call = f"{call} [metric {p['metric']}]"
+    return dict(value=value, function=fn, where=None, convention=call)
+
+
+# Differences that are conventions, explained in a chapter (still listed as DIFFERS).
+DOCUMENTED = {
+    ("verl", "geo_mean", "pg_clipfrac"): "verl counts x != clip(x) for A > 0 (and A < 0 for the lower fraction), "
+    "including the side where nothing binds; dew_rl's `clipped` is the binding side only (TRL's region_mean) "
+    "(chapter 03j_sequence_trust_regions)",
+    ("verl", "geo_mean", "pg_clipfrac_lower"): "as pg_clipfrac: verl counts both sides of the band for A < 0",
+}
+
+
+def note_for(rec) -> str:
+    p = rec["params"]
+    return DOCUMENTED.get((rec["framework"], p.get("loss"), p.get("metric")), "")
+
+
+def evaluate(records: list[dict], arrays: dict, cases: dict) -> list[dict]:
+    rows = []
+    for rec in records:
+        side = dew_rl_side(rec["framework"], rec["kind"], rec["params"], cases[rec["case"]])
+        c = conf.compare(side["value"], arrays[rec["key"]], side["where"])
+        status = ("exact" if c["max_abs"] == 0 and not c["special_mismatch"] else "round-off") if conf.agrees(c) \
+            else "DIFFERS"
+        rows.append(dict(key=rec["key"], framework=rec["framework"], case=rec["case"], kind=rec["kind"],
+                         params=rec["params"], dew_rl=side["function"], framework_function=rec["framework_function"],
+                         framework_settings=rec["settings"], dew_rl_convention=side["convention"],
+                         compared="valid tokens" if side["where"] is not None else "every position",
+                         max_abs=c["max_abs"], max_rel=c["max_rel"], special_mismatch=c["special_mismatch"],
+                         scale=c["scale"], status=status, note=note_for(rec) if status == "DIFFERS" else ""))
+    return rows
+
+
+# --------------------------------------------------------------------------------------------------------
+# 4. Running the adapters
+# --------------------------------------------------------------------------------------------------------
+def run_adapter(name: str, inputs: Path, work: Path, refenvs) -> dict:
+    t0 = time.time()
+    py = refenvs.build(name)
+    out_npz, out_json = work / f"{name}.npz", work / f"{name}.json"
+    env = refenvs.env_for(name)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(ADAPTERS.parent)) if p)
+    env["TORCHDYNAMO_DISABLE"] = "1"
+    proc = subprocess.run([str(py), str(ADAPTERS / f"{name}_adapter.py"), str(inputs), str(out_npz), str(out_json)],
+                          env=env, cwd=str(work), capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"the {name} adapter failed:\n" + "\n".join((proc.stderr or proc.stdout).splitlines()[-15:]))
+    print(proc.stdout.strip(), flush=True)
+    meta = json.loads(out_json.read_text())
+    with np.load(out_npz) as f:
+        meta["arrays"] = {k: f[k] for k in f.files}
+    print(f"[policyloss] {name}: {len(meta['records'])} outputs in {time.time() - t0:.0f} s", flush=True)
+    return meta
+
+
+def roll_fixture(inputs: dict) -> dict:
+    "The frozen ROLL outputs, if they were made from these very inputs (else an error: rerun the fixture script)."
+    meta = json.loads(ROLL_FIXTURE.with_suffix(".json").read_text())
+    with np.load(ROLL_FIXTURE) as f:
+        arrays = {k: f[k] for k in f.files}
+    for k, v in inputs.items():
+        if not np.array_equal(arrays.get(k), v):
+            raise SystemExit(f"{ROLL_FIXTURE.name} was made from other inputs ({k}); run tools/make_roll_fixtures.py")
+    meta["arrays"] = {k: v for k, v in arrays.items() if not k.startswith("in/")}
+    return meta
+
+
+def main(argv: list[str]) -> int:
+    try:
+        import dew_rl  # noqa: F401
+    except ImportError:
+        venv = ROOT / ".venv" / "bin" / "python"
+        if venv.exists() and Path(sys.prefix).resolve() != venv.parent.parent.resolve():
+            os.execv(str(venv), [str(venv), __file__, *argv])
+        raise
+    names = [a for a in argv if not a.startswith("-")] or [n for n in FRAMEWORKS]
+    t0 = time.time()
+    refenvs = conf._refenvs()
+    inputs = make_inputs()
+    cases = cases_of(inputs)
+    previous = json.loads(DATA.read_text()) if DATA.exists() else {}
+    old_arrays = {}
+    if OUTPUTS.exists():
+        with np.load(OUTPUTS) as f:
+            old_arrays = {k: f[k] for k in f.files}
+    metas = {}
+    with tempfile.TemporaryDirectory(prefix="dew_rl_policyloss_") as tmp:
+        work = Path(tmp)
+        np.savez(work / "inputs.npz", **inputs)
+        for name in names:
+            metas[name] = run_adapter(name, work / "inputs.npz", work, refenvs)
+    metas["roll"] = roll_fixture(inputs)
+    arrays, frameworks, records = dict(inputs), {}, []
+    for name in FRAMEWORKS + ("roll",):
+        if name in metas:
+            meta = metas[name]
+            arrays.update(meta.pop("arrays"))
+            records += meta.pop("records")
+            frameworks[name] = meta
+        elif name in previous.get("frameworks", {}):
+            frameworks[name] = previous["frameworks"][name]
+            arrays.update({k: v for k, v in old_arrays.items() if k.startswith(f"{name}/")})
+            records += [dict(key=r["key"], framework=name, case=r["case"], kind=r["kind"], params=r["params"],
+                             framework_function=r["framework_function"], settings=r["framework_settings"])
+                        for r in previous["results"] if r["framework"] == name]
+    rows = evaluate(records, arrays, cases)
+    data = dict(about="dew_rl's policy losses against the frameworks' own code; written by tools/conformance_policyloss.py",
+                input_hash=input_hash(), hashed_files=[f.relative_to(ROOT).as_posix() for f in hashed_files()],
+                seed=SEED, cases={k: dict(B=v[0], T=v[1], drift=v[2]) for k, v in CASES.items()},
+                roundoff=conf.ROUNDOFF, frameworks=frameworks, results=rows)
+    DATA.write_text(json.dumps(data, indent=1) + "\n")
+    np.savez_compressed(OUTPUTS, **arrays)
+    bad = [r for r in rows if r["status"] == "DIFFERS"]
+    print(f"[policyloss] {len(rows)} comparisons, {len(bad)} not at round-off; wrote {DATA.relative_to(ROOT)} and "
+          f"{OUTPUTS.relative_to(ROOT)} ({OUTPUTS.stat().st_size // 1024} KiB) in {time.time() - t0:.0f} s")
+    for r in bad:
+        print(f"  DIFFERS {r['key']}: max abs {r['max_abs']:.3g} (scale {r['scale']:.3g}) {r['note'][:80]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
