@@ -4,28 +4,34 @@
 
 # %% auto #0
 __all__ = ['AGGREGATION_MODES', 'STATS_EPS', 'LossCounts', 'aggregate', 'global_masked_whiten', 'loss_counts', 'masked_mean',
-           'masked_whiten', 'response_mean', 'segment_mean', 'token_mean', 'GROUP_EPS', 'VAR_FLOOR', 'gae', 'gae_raw',
-           'global_masked_moments', 'global_masked_normalize', 'group_advantage', 'group_baseline_advantage',
-           'overlong_penalty', 'reinforce_plus_plus_returns', 'rloo_advantage', 'KL_OUTPUT_CLAMP', 'KL_PENALTY_KINDS',
-           'LOG_RATIO_CLAMP', 'SEQUENCE_LOG_RATIO_MAX', 'k1_kl', 'k2_kl', 'k3_kl', 'kl_penalty', 'sequence_log_ratio',
+           'masked_whiten', 'response_mean', 'sample_weights', 'segment_mean', 'token_mean', 'GROUP_EPS', 'VAR_FLOOR',
+           'gae', 'gae_raw', 'global_masked_moments', 'global_masked_normalize', 'group_advantage',
+           'group_baseline_advantage', 'overlong_penalty', 'reinforce_plus_plus_returns', 'rloo_advantage',
+           'KL_OUTPUT_CLAMP', 'KL_PENALTY_KINDS', 'LOG_RATIO_CLAMP', 'SEQUENCE_LOG_RATIO_MAX', 'k1_kl', 'k2_kl',
+           'k3_kl', 'kl_penalty', 'kl_shaped_sequence_rewards', 'kl_shaped_token_rewards', 'sequence_log_ratio',
            'token_log_ratio', 'SEQUENCE_STATISTICS', 'behavior_importance_weights', 'cispo_terms', 'clipped_surrogate',
            'clipped_surrogate_terms', 'clipped_value_loss', 'clipped_value_loss_terms', 'preference_ipo',
-           'preference_logsigmoid', 'preference_margin', 'sapo_terms', 'sequence_importance_weights', 'VOCAB_CHUNK',
-           'entropy_from_logits', 'linear_log_probs_and_entropy', 'log_probs_from_logits']
+           'preference_logsigmoid', 'preference_margin', 'sapo_terms', 'sequence_importance_weights', 'EntropyControl',
+           'entropy_bonus_coef', 'entropy_control_init', 'entropy_control_update', 'masked_quantile',
+           'top_entropy_mask', 'VOCAB_CHUNK', 'entropy_from_logits', 'linear_log_probs_and_entropy',
+           'log_probs_from_logits']
 
 # %% ../nbs/99_api.ipynb #c79b51bf
 __version__ = "0.1.0"
 
 # %% ../nbs/99_api.ipynb #b63687d0
 from ._reductions import (AGGREGATION_MODES, STATS_EPS, LossCounts, aggregate, global_masked_whiten, loss_counts,
-                               masked_mean, masked_whiten, response_mean, segment_mean, token_mean)
+                               masked_mean, masked_whiten, response_mean, sample_weights, segment_mean, token_mean)
 from ._advantages.gae import gae, gae_raw
 from ._advantages.group import GROUP_EPS, group_advantage, overlong_penalty
 from ._advantages.rloo import rloo_advantage
 from ._advantages.normalize import VAR_FLOOR, global_masked_moments, global_masked_normalize
 from ._advantages.reinforce_pp import group_baseline_advantage, reinforce_plus_plus_returns
 from ._surrogates.ratios import LOG_RATIO_CLAMP, SEQUENCE_LOG_RATIO_MAX, sequence_log_ratio, token_log_ratio
-from ._surrogates.kl import KL_OUTPUT_CLAMP, KL_PENALTY_KINDS, k1_kl, k2_kl, k3_kl, kl_penalty
+from ._surrogates.kl import (KL_OUTPUT_CLAMP, KL_PENALTY_KINDS, k1_kl, k2_kl, k3_kl, kl_penalty,
+                                  kl_shaped_sequence_rewards, kl_shaped_token_rewards)
+from ._surrogates.entropy import (EntropyControl, entropy_bonus_coef, entropy_control_init, entropy_control_update,
+                                       masked_quantile, top_entropy_mask)
 from ._surrogates.ppo import clipped_surrogate, clipped_surrogate_terms
 from ._surrogates.soft import cispo_terms, sapo_terms
 from ._surrogates.value import clipped_value_loss, clipped_value_loss_terms
@@ -38,17 +44,20 @@ from ._logits import VOCAB_CHUNK, entropy_from_logits, linear_log_probs_and_entr
 _all_ = [
     # reductions
     "AGGREGATION_MODES", "STATS_EPS", "LossCounts", "aggregate", "global_masked_whiten", "loss_counts", "masked_mean",
-    "masked_whiten", "response_mean", "segment_mean", "token_mean",
+    "masked_whiten", "response_mean", "sample_weights", "segment_mean", "token_mean",
     # advantages
     "GROUP_EPS", "VAR_FLOOR", "gae", "gae_raw", "global_masked_moments", "global_masked_normalize", "group_advantage",
     "group_baseline_advantage", "overlong_penalty", "reinforce_plus_plus_returns", "rloo_advantage",
     # ratios and KL
     "KL_OUTPUT_CLAMP", "KL_PENALTY_KINDS", "LOG_RATIO_CLAMP", "SEQUENCE_LOG_RATIO_MAX", "k1_kl", "k2_kl", "k3_kl",
-    "kl_penalty", "sequence_log_ratio", "token_log_ratio",
+    "kl_penalty", "kl_shaped_sequence_rewards", "kl_shaped_token_rewards", "sequence_log_ratio", "token_log_ratio",
     # surrogates and losses
     "SEQUENCE_STATISTICS", "behavior_importance_weights", "cispo_terms", "clipped_surrogate",
     "clipped_surrogate_terms", "clipped_value_loss", "clipped_value_loss_terms", "preference_ipo",
     "preference_logsigmoid", "preference_margin", "sapo_terms", "sequence_importance_weights",
+    # entropy
+    "EntropyControl", "entropy_bonus_coef", "entropy_control_init", "entropy_control_update", "masked_quantile",
+    "top_entropy_mask",
     # from logits
     "VOCAB_CHUNK", "entropy_from_logits", "linear_log_probs_and_entropy", "log_probs_from_logits",
 ]

@@ -30,6 +30,7 @@ LOGITS = rng.normal(size=(B, T, V)).astype(np.float32)
 TOKENS = rng.integers(0, V, size=(B, T)).astype(np.int32)
 HIDDEN = rng.normal(size=(B, T, 5)).astype(np.float32)
 WEIGHT = rng.normal(size=(5, V)).astype(np.float32)
+DIFF = np.random.default_rng(1).random(B).astype(np.float32)
 
 # name -> (function of the shard's arrays, the arrays, whether it takes axis_name="dp" and so is global)
 CASES = {
@@ -71,6 +72,18 @@ CASES = {
     "entropy_from_logits": (lambda z: rl.entropy_from_logits(z), (LOGITS,), False),
     "linear_log_probs_and_entropy": (lambda h, w, t: rl.linear_log_probs_and_entropy(h, w, t, chunk_size=4),
                                      (HIDDEN, WEIGHT, TOKENS), False),
+    "sample_weights": (lambda m, d: rl.sample_weights(m, d, difficulty_loss_weight=True, length_loss_weight=True,
+                                                      axis_name="dp"), (M, DIFF), True),
+    "kl_shaped_token_rewards": (lambda x, y, z, m: rl.kl_shaped_token_rewards(x, y, z, m, 0.1, "k3"), (X, Y, Z, M), False),
+    "kl_shaped_sequence_rewards": (lambda r, y, z, m: rl.kl_shaped_sequence_rewards(r, y, z, m, 0.1), (R, Y, Z, M), False),
+    "masked_quantile": (lambda x, m: rl.masked_quantile(x, m, 0.8, axis_name="dp"), (X, M), True),
+    "top_entropy_mask": (lambda x, m: rl.top_entropy_mask(jnp.abs(x), m, 0.2, axis_name="dp"), (X, M), True),
+    "entropy_control_init": (lambda r: rl.entropy_control_init(jnp.abs(r[0])), (R,), False),
+    "entropy_bonus_coef": (lambda r: rl.entropy_bonus_coef(rl.entropy_control_update(
+        rl.entropy_control_init(jnp.abs(r[0])), jnp.abs(r).sum(), r.shape[0]), 0.9), (R,), False),
+    "entropy_control_update": (lambda x, m: rl.entropy_control_update(
+        rl.entropy_control_init(0.01), jnp.where(m > 0, jnp.abs(x), 0).sum(), (m > 0).sum(), 0.8, axis_name="dp"),
+        (X, M), True),
 }
 REPLICATED = {"linear_log_probs_and_entropy": 1}  # argument positions passed whole to every shard (the weight)
 
