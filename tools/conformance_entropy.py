@@ -14,7 +14,7 @@ Compared, on inputs drawn here with a fixed seed (float32):
   several optimizer steps of two micro-batches, against `entropy_control_update` / `entropy_bonus_coef`.
 
 It reuses tools/conformance.py's pieces (`compare`, `ROUNDOFF`, the environments) and the Recorder of the
-adapters, writes data/conformance_entropy.json (read by the chapters 03b_kl and 03i_entropy) and
+adapters, writes data/conformance_entropy.json (read by the chapters 03b_kl and 03k_entropy) and
 data/conformance_entropy_outputs.npz (inputs and framework outputs), which tests/test_conformance_entropy.py
 uses to recompute dew_rl's side without any framework installed. `input_hash` covers this file, its two
 adapters (tools/conformance_adapters/entropy/, a folder of its own so that tools/conformance.py's hash
