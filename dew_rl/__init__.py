@@ -4,23 +4,25 @@
 
 # %% auto #0
 __all__ = ['EmptyBatchError', 'AGGREGATION_MODES', 'STATS_EPS', 'LossCounts', 'aggregate', 'global_masked_whiten', 'loss_counts',
-           'masked_mean', 'masked_whiten', 'response_mean', 'segment_mean', 'token_mean', 'GROUP_EPS', 'VAR_FLOOR',
-           'dynamic_sampling_mask', 'gae', 'gae_raw', 'global_masked_moments', 'global_masked_normalize',
+           'masked_mean', 'masked_whiten', 'response_mean', 'sample_weights', 'segment_mean', 'token_mean', 'GROUP_EPS',
+           'VAR_FLOOR', 'dynamic_sampling_mask', 'gae', 'gae_raw', 'global_masked_moments', 'global_masked_normalize',
            'group_advantage', 'group_baseline_advantage', 'overlong_penalty', 'reinforce_plus_plus_returns',
            'rloo_advantage', 'KL_OUTPUT_CLAMP', 'KL_PENALTY_KINDS', 'LOG_RATIO_CLAMP', 'SEQUENCE_LOG_RATIO_MAX',
-           'adaptive_kl_update', 'k1_kl', 'k2_kl', 'k3_kl', 'kl_penalty', 'sequence_log_ratio', 'token_log_ratio',
-           'SEQUENCE_STATISTICS', 'behavior_importance_weights', 'cispo_terms', 'clipped_surrogate',
-           'clipped_surrogate_terms', 'clipped_value_loss', 'clipped_value_loss_terms', 'preference_ipo',
-           'preference_logsigmoid', 'preference_margin', 'sapo_terms', 'sequence_importance_weights', 'OPSM_SCOPES',
-           'ROLLOUT_IS_LEVELS', 'ROLLOUT_IS_MODES', 'ROLLOUT_RS_OPTIONS', 'opsm_mask', 'rollout_is_weights',
-           'rollout_rejection_mask', 'ROLLOUT_CORRECTION_PRESETS', 'offpolicy_metrics', 'rollout_correction',
-           'importance_weighted_kl', 'loglinear_proximal_log_probs', 'ALPHA_DIVERGENCE_CLAMP', 'CPO_LOSS_TYPES',
-           'DPO_LOSS_TYPES', 'F_DIVERGENCE_TYPES', 'KTO_LOSS_TYPES', 'ORPO_LOG_PROB_CAP', 'cpo_loss', 'dpo_loss',
-           'dpo_sft_loss', 'kto_loss', 'orpo_loss', 'dppo_kl_terms', 'dppo_tv_terms', 'dro_terms', 'p3o_ess',
-           'p3o_terms', 'positive_example_nll_terms', 'reinforce_terms', 'signed_cispo_terms', 'topr_terms',
-           'vespo_terms', 'clip_cov_terms', 'gmpo_terms', 'kl_cov_terms', 'm2po_clip_bounds', 'm2po_loss_mask',
-           'm2po_terms', 'sequence_product_terms', 'VOCAB_CHUNK', 'entropy_from_logits', 'linear_log_probs_and_entropy',
-           'log_probs_from_logits']
+           'adaptive_kl_update', 'k1_kl', 'k2_kl', 'k3_kl', 'kl_penalty', 'kl_shaped_sequence_rewards',
+           'kl_shaped_token_rewards', 'sequence_log_ratio', 'token_log_ratio', 'SEQUENCE_STATISTICS',
+           'behavior_importance_weights', 'cispo_terms', 'clipped_surrogate', 'clipped_surrogate_terms',
+           'clipped_value_loss', 'clipped_value_loss_terms', 'preference_ipo', 'preference_logsigmoid',
+           'preference_margin', 'sapo_terms', 'sequence_importance_weights', 'OPSM_SCOPES', 'ROLLOUT_IS_LEVELS',
+           'ROLLOUT_IS_MODES', 'ROLLOUT_RS_OPTIONS', 'opsm_mask', 'rollout_is_weights', 'rollout_rejection_mask',
+           'ROLLOUT_CORRECTION_PRESETS', 'offpolicy_metrics', 'rollout_correction', 'importance_weighted_kl',
+           'loglinear_proximal_log_probs', 'ALPHA_DIVERGENCE_CLAMP', 'CPO_LOSS_TYPES', 'DPO_LOSS_TYPES',
+           'F_DIVERGENCE_TYPES', 'KTO_LOSS_TYPES', 'ORPO_LOG_PROB_CAP', 'cpo_loss', 'dpo_loss', 'dpo_sft_loss',
+           'kto_loss', 'orpo_loss', 'dppo_kl_terms', 'dppo_tv_terms', 'dro_terms', 'p3o_ess', 'p3o_terms',
+           'positive_example_nll_terms', 'reinforce_terms', 'signed_cispo_terms', 'topr_terms', 'vespo_terms',
+           'clip_cov_terms', 'gmpo_terms', 'kl_cov_terms', 'm2po_clip_bounds', 'm2po_loss_mask', 'm2po_terms',
+           'sequence_product_terms', 'EntropyControl', 'entropy_bonus_coef', 'entropy_control_init',
+           'entropy_control_update', 'masked_quantile', 'top_entropy_mask', 'VOCAB_CHUNK', 'entropy_from_logits',
+           'linear_log_probs_and_entropy', 'log_probs_from_logits']
 
 # %% ../nbs/99_api.ipynb #c79b51bf
 __version__ = "0.1.0"
@@ -28,14 +30,17 @@ __version__ = "0.1.0"
 # %% ../nbs/99_api.ipynb #b63687d0
 from ._checks import EmptyBatchError
 from ._reductions import (AGGREGATION_MODES, STATS_EPS, LossCounts, aggregate, global_masked_whiten, loss_counts,
-                               masked_mean, masked_whiten, response_mean, segment_mean, token_mean)
+                               masked_mean, masked_whiten, response_mean, sample_weights, segment_mean, token_mean)
 from ._advantages.gae import gae, gae_raw
 from ._advantages.group import GROUP_EPS, dynamic_sampling_mask, group_advantage, overlong_penalty
 from ._advantages.rloo import rloo_advantage
 from ._advantages.normalize import VAR_FLOOR, global_masked_moments, global_masked_normalize
 from ._advantages.reinforce_pp import group_baseline_advantage, reinforce_plus_plus_returns
 from ._surrogates.ratios import LOG_RATIO_CLAMP, SEQUENCE_LOG_RATIO_MAX, sequence_log_ratio, token_log_ratio
-from ._surrogates.kl import KL_OUTPUT_CLAMP, KL_PENALTY_KINDS, adaptive_kl_update, k1_kl, k2_kl, k3_kl, kl_penalty
+from ._surrogates.kl import (KL_OUTPUT_CLAMP, KL_PENALTY_KINDS, adaptive_kl_update, k1_kl, k2_kl, k3_kl, kl_penalty,
+                                  kl_shaped_sequence_rewards, kl_shaped_token_rewards)
+from ._surrogates.entropy import (EntropyControl, entropy_bonus_coef, entropy_control_init, entropy_control_update,
+                                       masked_quantile, top_entropy_mask)
 from ._surrogates.ppo import clipped_surrogate, clipped_surrogate_terms
 from ._surrogates.soft import cispo_terms, sapo_terms
 from ._surrogates.value import clipped_value_loss, clipped_value_loss_terms
@@ -64,13 +69,14 @@ _all_ = [
     "EmptyBatchError",
     # reductions
     "AGGREGATION_MODES", "STATS_EPS", "LossCounts", "aggregate", "global_masked_whiten", "loss_counts", "masked_mean",
-    "masked_whiten", "response_mean", "segment_mean", "token_mean",
+    "masked_whiten", "response_mean", "sample_weights", "segment_mean", "token_mean",
     # advantages
     "GROUP_EPS", "VAR_FLOOR", "dynamic_sampling_mask", "gae", "gae_raw", "global_masked_moments", "global_masked_normalize", "group_advantage",
     "group_baseline_advantage", "overlong_penalty", "reinforce_plus_plus_returns", "rloo_advantage",
     # ratios and KL
     "KL_OUTPUT_CLAMP", "KL_PENALTY_KINDS", "LOG_RATIO_CLAMP", "SEQUENCE_LOG_RATIO_MAX", "adaptive_kl_update", "k1_kl",
-    "k2_kl", "k3_kl", "kl_penalty", "sequence_log_ratio", "token_log_ratio",
+    "k2_kl", "k3_kl", "kl_penalty", "kl_shaped_sequence_rewards", "kl_shaped_token_rewards", "sequence_log_ratio",
+    "token_log_ratio",
     # surrogates and losses
     "SEQUENCE_STATISTICS", "behavior_importance_weights", "cispo_terms", "clipped_surrogate",
     "clipped_surrogate_terms", "clipped_value_loss", "clipped_value_loss_terms", "preference_ipo",
@@ -88,6 +94,10 @@ _all_ = [
     "dppo_kl_terms", "dppo_tv_terms", "dro_terms", "p3o_ess", "p3o_terms", "positive_example_nll_terms",
     "reinforce_terms", "signed_cispo_terms", "topr_terms", "vespo_terms", "clip_cov_terms", "gmpo_terms",
     "kl_cov_terms", "m2po_clip_bounds", "m2po_loss_mask", "m2po_terms", "sequence_product_terms",
+
+    # entropy
+    "EntropyControl", "entropy_bonus_coef", "entropy_control_init", "entropy_control_update", "masked_quantile",
+    "top_entropy_mask",
     # from logits
     "VOCAB_CHUNK", "entropy_from_logits", "linear_log_probs_and_entropy", "log_probs_from_logits",
 ]

@@ -10,12 +10,13 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ._checks import as_float, as_ids, as_mask, check_axes, check_choice, check_number, check_rank, stat_dtype
+from ._checks import (as_float, as_ids, as_mask, check_absent, check_axes, check_choice, check_flag, check_number,
+                            check_present, check_rank, stat_dtype)
 from ._ops import count_kept, dense_ids, sum_over
 
 # %% auto #0
 __all__ = ['STATS_EPS', 'AGGREGATION_MODES', 'masked_mean', 'masked_whiten', 'global_masked_whiten', 'LossCounts', 'token_mean',
-           'response_mean', 'aggregate', 'loss_counts', 'segment_mean']
+           'response_mean', 'aggregate', 'loss_counts', 'sample_weights', 'segment_mean']
 
 # %% ../nbs/01_reductions.ipynb #0b8958fc
 STATS_EPS = 1e-8  # added to the count of masked_mean and to the count and variance of masked_whiten (verl, Tunix)
@@ -260,6 +261,56 @@ def loss_counts(mask, axis_name=None) -> LossCounts:
     keep = as_mask(fn, mask, mask.shape)
     rows, tokens = sum_over(axis_name, jnp.asarray(mask.shape[0], jnp.int32), count_kept(keep))
     return LossCounts(rows=rows, tokens=tokens)
+
+# %% ../nbs/01_reductions.ipynb #9b08d14e
+def sample_weights(mask, difficulty=None, difficulty_loss_weight=False, length_loss_weight=False,
+                   axis_name=None) -> jax.Array:
+    """ROLL's per-response loss weights: difficulty (0.5 + 1.5 d) times length (1.5 - normalised length), mean 1.
+
+    Parameters
+    ----------
+    mask
+        0/1 [B, T]: the loss mask of the whole mini-batch on this shard (the lengths are its row counts)
+    difficulty
+        [B] floating, the prompt difficulty in [0, 1] (clipped), read only with `difficulty_loss_weight`
+    difficulty_loss_weight
+        bool, ROLL's `difficulty_loss_weight`: multiply by 0.5 + 1.5 * clip(difficulty, 0, 1)
+    length_loss_weight
+        bool, ROLL's `length_loss_weight`: multiply by 1.5 - (L - min L) / (max L - min L + 1e-8)
+    axis_name
+        the mapped (data-parallel) axis: the min, max and sum are over every shard's rows
+
+    Returns
+    -------
+    jax.Array
+        [B] float32 weights, normalised to sum B over the (global) batch; multiply the per-token loss by
+        `weights[:, None]` before `aggregate`
+    """
+    fn = "sample_weights"
+    mask = jnp.asarray(mask)
+    check_rank(fn, "mask", mask, 2)
+    keep = as_mask(fn, mask, mask.shape)
+    difficulty_loss_weight = check_flag(fn, "difficulty_loss_weight", difficulty_loss_weight)
+    length_loss_weight = check_flag(fn, "length_loss_weight", length_loss_weight)
+    if difficulty_loss_weight:
+        check_present(fn, "difficulty", difficulty, "by difficulty_loss_weight=True")
+    else:
+        check_absent(fn, "difficulty", difficulty, "unless difficulty_loss_weight=True (the only reader)")
+    B = mask.shape[0]
+    w = jnp.ones((B,), jnp.float32)
+    if difficulty_loss_weight:
+        d = as_float(fn, "difficulty", difficulty, allow_int=True)
+        if d.shape != (B,):
+            raise ValueError(f"{fn}: `difficulty` must be [B] with B = {B} (one per row of `mask`); got shape {tuple(d.shape)}")
+        w = w * (0.5 + 1.5 * jnp.clip(d.astype(jnp.float32), 0.0, 1.0))
+    if length_loss_weight:
+        lengths = count_kept(keep, axis=-1).astype(jnp.float32)
+        lo, hi = lengths.min(), lengths.max()
+        if axis_name is not None:
+            lo, hi = jax.lax.pmin(lo, axis_name), jax.lax.pmax(hi, axis_name)
+        w = w * (1.5 - (lengths - lo) / (hi - lo + 1e-8))
+    total, rows = sum_over(axis_name, w.sum(), jnp.asarray(B, jnp.int32))
+    return jnp.where(total > 0, w * (rows.astype(jnp.float32) / (total + 1e-8)), w)
 
 # %% ../nbs/01_reductions.ipynb #0e65b179
 def segment_mean(x, mask, segments) -> jax.Array:

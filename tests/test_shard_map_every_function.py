@@ -32,6 +32,8 @@ HIDDEN = rng.normal(size=(B, T, 5)).astype(np.float32)
 WEIGHT = rng.normal(size=(5, V)).astype(np.float32)
 VERSIONS = rng.integers(-1, 6, size=(B, T)).astype(np.int32)
 
+DIFF = np.random.default_rng(1).random(B).astype(np.float32)
+
 # name -> (function of the shard's arrays, the arrays, whether it takes axis_name="dp" and so is global)
 CASES = {
     "masked_mean": (lambda x, m: rl.masked_mean(x, m), (X, M), False),
@@ -119,6 +121,19 @@ CASES = {
     "m2po_loss_mask": (lambda y, z, m: rl.m2po_loss_mask(y, z, m, 0.05, axis_name="dp"), (Y, Z, M), True),
     "m2po_clip_bounds": (lambda y, x, m: rl.m2po_clip_bounds(y, x, m, 0.01, axis_name="dp"), (Y, X, M), True),
     "m2po_terms": (lambda y, x, m: rl.m2po_terms(y, x, m, 0.01, axis_name="dp"), (Y, X, M), True),
+
+    "sample_weights": (lambda m, d: rl.sample_weights(m, d, difficulty_loss_weight=True, length_loss_weight=True,
+                                                      axis_name="dp"), (M, DIFF), True),
+    "kl_shaped_token_rewards": (lambda x, y, z, m: rl.kl_shaped_token_rewards(x, y, z, m, 0.1, "k3"), (X, Y, Z, M), False),
+    "kl_shaped_sequence_rewards": (lambda r, y, z, m: rl.kl_shaped_sequence_rewards(r, y, z, m, 0.1), (R, Y, Z, M), False),
+    "masked_quantile": (lambda x, m: rl.masked_quantile(x, m, 0.8, axis_name="dp"), (X, M), True),
+    "top_entropy_mask": (lambda x, m: rl.top_entropy_mask(jnp.abs(x), m, 0.2, axis_name="dp"), (X, M), True),
+    "entropy_control_init": (lambda r: rl.entropy_control_init(jnp.abs(r[0])), (R,), False),
+    "entropy_bonus_coef": (lambda r: rl.entropy_bonus_coef(rl.entropy_control_update(
+        rl.entropy_control_init(jnp.abs(r[0])), jnp.abs(r).sum(), r.shape[0]), 0.9), (R,), False),
+    "entropy_control_update": (lambda x, m: rl.entropy_control_update(
+        rl.entropy_control_init(0.01), jnp.where(m > 0, jnp.abs(x), 0).sum(), (m > 0).sum(), 0.8, axis_name="dp"),
+        (X, M), True),
 }
 REPLICATED = {"linear_log_probs_and_entropy": 1}  # argument positions passed whole to every shard (the weight)
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._checks import as_float, check_choice, check_number, check_same_shape, stat_dtype
+from .._checks import as_float, as_mask, check_choice, check_number, check_same_shape, stat_dtype
 from .._ops import clamp
 from .ratios import LOG_RATIO_CLAMP
 
 # %% auto #0
-__all__ = ['KL_OUTPUT_CLAMP', 'KL_PENALTY_KINDS', 'k1_kl', 'k2_kl', 'k3_kl', 'kl_penalty', 'adaptive_kl_update']
+__all__ = ['KL_OUTPUT_CLAMP', 'KL_PENALTY_KINDS', 'k1_kl', 'k2_kl', 'k3_kl', 'kl_penalty', 'kl_shaped_token_rewards',
+           'kl_shaped_sequence_rewards', 'adaptive_kl_update']
 
 # %% ../../nbs/03b_kl.ipynb #cd7ffd05
 KL_OUTPUT_CLAMP = 10.0  # |k3| bound after the exponential (verl low_var_kl)
@@ -86,9 +87,15 @@ def k3_kl(log_probs, ref_log_probs) -> jax.Array:
     return clamp(jnp.expm1(d) - d, -KL_OUTPUT_CLAMP, KL_OUTPUT_CLAMP).astype(dtype)
 
 # %% ../../nbs/03b_kl.ipynb #69975f12
-KL_PENALTY_KINDS = ("k1", "k2", "k3", "kl", "mse", "low_var_kl",
-                    "k1+", "k2+", "k3+", "kl+", "mse+", "low_var_kl+")
-_KL_ESTIMATORS = {"k1": "k1", "kl": "k1", "k2": "k2", "mse": "k2", "k3": "k3", "low_var_kl": "k3"}
+KL_PENALTY_KINDS = ("k1", "k2", "k3", "kl", "mse", "low_var_kl", "abs",
+                    "k1+", "k2+", "k3+", "kl+", "mse+", "low_var_kl+", "abs+")
+_KL_ESTIMATORS = {"k1": "k1", "kl": "k1", "k2": "k2", "mse": "k2", "k3": "k3", "low_var_kl": "k3", "abs": "abs"}
+
+
+def _abs_kl(lp, ref):
+    "|lp - ref|, with derivative 0 where lp = ref (torch's abs)."
+    d = lp - ref
+    return jnp.where(d > 0, d, jnp.where(d < 0, -d, 0.0 * d))
 
 
 def kl_penalty(log_probs, ref_log_probs, kind: str) -> jax.Array:
@@ -101,7 +108,7 @@ def kl_penalty(log_probs, ref_log_probs, kind: str) -> jax.Array:
     ref_log_probs
         the shape of `log_probs`, floating: log pi_ref of the same tokens
     kind
-        one of KL_PENALTY_KINDS: "k1"/"kl", "k2"/"mse", "k3"/"low_var_kl", each optionally with "+"
+        one of KL_PENALTY_KINDS: "k1"/"kl", "k2"/"mse", "k3"/"low_var_kl", "abs", each optionally with "+"
 
     Returns
     -------
@@ -112,11 +119,88 @@ def kl_penalty(log_probs, ref_log_probs, kind: str) -> jax.Array:
     check_choice(fn, "kind", kind, KL_PENALTY_KINDS)
     lp, ref, dtype = _pair(fn, log_probs, ref_log_probs)  # checked here, so that errors name this function
     base = _KL_ESTIMATORS[kind.rstrip("+")]
-    value = {"k1": k1_kl, "k2": k2_kl, "k3": k3_kl}[base](lp, ref)
+    value = {"k1": k1_kl, "k2": k2_kl, "k3": k3_kl, "abs": _abs_kl}[base](lp, ref)
     if kind.endswith("+") and base != "k2":
         k2 = k2_kl(lp, ref)
         value = k2 + jax.lax.stop_gradient(value - k2)
     return value.astype(dtype)
+
+# %% ../../nbs/03b_kl.ipynb #ac52abfc
+def _shaped(fn, rewards, old_log_probs, ref_log_probs, mask, kl_coef, kind):
+    "(rewards, kl_coef * kX(old, ref) at valid tokens and 0 elsewhere [B, T], keep, result dtype), checked."
+    check_choice(fn, "kl_penalty", kind, KL_PENALTY_KINDS)
+    beta = check_number(fn, "kl_coef", kl_coef, lambda v: v >= 0, "a number >= 0")
+    old, ref, dtype = _pair(fn, old_log_probs, ref_log_probs)
+    if old.ndim != 2:
+        raise ValueError(f"{fn}: `old_log_probs` must be [B, T] (rank 2); got shape {tuple(old.shape)}")
+    keep = as_mask(fn, mask, old.shape, like="old_log_probs")
+    rewards = as_float(fn, "rewards", rewards, allow_int=True)
+    zero = jnp.zeros((), old.dtype)
+    kl = jnp.where(keep, kl_penalty(jnp.where(keep, old, zero), jnp.where(keep, ref, zero), kind), zero)
+    return rewards, beta * kl.astype(old.dtype), keep, jnp.result_type(dtype, rewards.dtype)
+
+
+def kl_shaped_token_rewards(token_rewards, old_log_probs, ref_log_probs, mask, kl_coef, kl_penalty="kl") -> jax.Array:
+    """Per-token rewards with the KL penalty subtracted at every valid token: `r_t - kl_coef * kX(old, ref)_t`.
+
+    Parameters
+    ----------
+    token_rewards
+        [B, T] floating: the rewards of each token (e.g. the outcome score on the last valid token, 0 elsewhere)
+    old_log_probs
+        [B, T] floating: log pi_old of the sampled tokens (the policy that generated the rollout)
+    ref_log_probs
+        [B, T] floating: log pi_ref of the same tokens
+    mask
+        0/1 [B, T]: the valid tokens
+    kl_coef
+        beta >= 0 (verl's `algorithm.kl_ctrl.kl_coef`, slime's `--kl-coef`); a host number or a traced scalar
+    kl_penalty
+        the estimator, one of KL_PENALTY_KINDS (verl's `algorithm.kl_penalty`, default "kl"; slime's
+        `--kl-loss-type`, NeMo-RL's `reference_policy_kl_type`)
+
+    Returns
+    -------
+    jax.Array
+        [B, T]: `token_rewards - kl_coef * kX` at valid tokens, 0 elsewhere, in the inputs' result dtype
+    """
+    fn = "kl_shaped_token_rewards"
+    rewards, penalty, keep, dtype = _shaped(fn, token_rewards, old_log_probs, ref_log_probs, mask, kl_coef, kl_penalty)
+    check_same_shape(fn, "token_rewards", rewards, "old_log_probs", penalty)
+    ct = stat_dtype(dtype)
+    return jnp.where(keep, jnp.where(keep, rewards, 0).astype(ct) - penalty.astype(ct), 0).astype(dtype)
+
+
+def kl_shaped_sequence_rewards(rewards, old_log_probs, ref_log_probs, mask, kl_coef, kl_penalty="kl") -> jax.Array:
+    """Per-response rewards minus the KL summed over the response: `R_i - kl_coef * sum_t kX(old, ref)_{i,t}` (TRL's RLOO).
+
+    Parameters
+    ----------
+    rewards
+        [B] floating: one scalar reward per response
+    old_log_probs
+        [B, T] floating: log pi_old of the sampled tokens
+    ref_log_probs
+        [B, T] floating: log pi_ref of the same tokens
+    mask
+        0/1 [B, T]: the valid tokens (the sum runs over these)
+    kl_coef
+        beta >= 0 (TRL's `beta`); a host number or a traced scalar
+    kl_penalty
+        the estimator, one of KL_PENALTY_KINDS; TRL's RLOO uses "kl" (k1)
+
+    Returns
+    -------
+    jax.Array
+        [B]: the shaped rewards, in the inputs' result dtype; feed them to `rloo_advantage` for TRL's RLOO
+    """
+    fn = "kl_shaped_sequence_rewards"
+    rewards, penalty, keep, dtype = _shaped(fn, rewards, old_log_probs, ref_log_probs, mask, kl_coef, kl_penalty)
+    if rewards.shape != penalty.shape[:1]:
+        raise ValueError(f"{fn}: `rewards` must be [B] with B = {penalty.shape[0]} (one per row of `old_log_probs`); "
+                         f"got shape {tuple(rewards.shape)}")
+    ct = stat_dtype(dtype)
+    return (rewards.astype(ct) - penalty.astype(ct).sum(axis=-1)).astype(dtype)
 
 # %% ../../nbs/03b_kl.ipynb #946a4bf5
 def adaptive_kl_update(kl_coef, current_kl, n_steps, target_kl, horizon) -> jax.Array:
