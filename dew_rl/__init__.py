@@ -6,9 +6,12 @@
 __all__ = ['AGGREGATION_MODES', 'STATS_EPS', 'LossCounts', 'aggregate', 'global_masked_whiten', 'loss_counts', 'masked_mean',
            'masked_whiten', 'response_mean', 'segment_mean', 'token_mean', 'GROUP_EPS', 'VAR_FLOOR', 'gae', 'gae_raw',
            'global_masked_moments', 'global_masked_normalize', 'group_advantage', 'group_baseline_advantage',
-           'overlong_penalty', 'reinforce_plus_plus_returns', 'rloo_advantage', 'KL_OUTPUT_CLAMP', 'KL_PENALTY_KINDS',
-           'LOG_RATIO_CLAMP', 'SEQUENCE_LOG_RATIO_MAX', 'k1_kl', 'k2_kl', 'k3_kl', 'kl_penalty', 'sequence_log_ratio',
-           'token_log_ratio', 'SEQUENCE_STATISTICS', 'behavior_importance_weights', 'cispo_terms', 'clipped_surrogate',
+           'overlong_penalty', 'reinforce_plus_plus_returns', 'rloo_advantage', 'BATCH_STD_EPS', 'NORM_EPS', 'OTB_EPS',
+           'batch_std_advantage', 'decoupled_gae', 'gdpo_advantage', 'gpg_advantage', 'leave_one_out_advantage',
+           'length_adaptive_lambda', 'level_normalize', 'opo_advantage', 'optimal_token_baseline_advantage',
+           'passk_advantage', 'remax_advantage', 'KL_OUTPUT_CLAMP', 'KL_PENALTY_KINDS', 'LOG_RATIO_CLAMP',
+           'SEQUENCE_LOG_RATIO_MAX', 'k1_kl', 'k2_kl', 'k3_kl', 'kl_penalty', 'sequence_log_ratio', 'token_log_ratio',
+           'SEQUENCE_STATISTICS', 'behavior_importance_weights', 'cispo_terms', 'clipped_surrogate',
            'clipped_surrogate_terms', 'clipped_value_loss', 'clipped_value_loss_terms', 'preference_ipo',
            'preference_logsigmoid', 'preference_margin', 'sapo_terms', 'sequence_importance_weights', 'VOCAB_CHUNK',
            'entropy_from_logits', 'linear_log_probs_and_entropy', 'log_probs_from_logits']
@@ -24,6 +27,11 @@ from ._advantages.group import GROUP_EPS, group_advantage, overlong_penalty
 from ._advantages.rloo import rloo_advantage
 from ._advantages.normalize import VAR_FLOOR, global_masked_moments, global_masked_normalize
 from ._advantages.reinforce_pp import group_baseline_advantage, reinforce_plus_plus_returns
+from ._advantages.scaling import (BATCH_STD_EPS, NORM_EPS, batch_std_advantage, gdpo_advantage, gpg_advantage,
+                                        leave_one_out_advantage, level_normalize, opo_advantage, passk_advantage,
+                                        remax_advantage)
+from ._advantages.token_baselines import (OTB_EPS, decoupled_gae, length_adaptive_lambda,
+                                                optimal_token_baseline_advantage)
 from ._surrogates.ratios import LOG_RATIO_CLAMP, SEQUENCE_LOG_RATIO_MAX, sequence_log_ratio, token_log_ratio
 from ._surrogates.kl import KL_OUTPUT_CLAMP, KL_PENALTY_KINDS, k1_kl, k2_kl, k3_kl, kl_penalty
 from ._surrogates.ppo import clipped_surrogate, clipped_surrogate_terms
@@ -42,6 +50,10 @@ _all_ = [
     # advantages
     "GROUP_EPS", "VAR_FLOOR", "gae", "gae_raw", "global_masked_moments", "global_masked_normalize", "group_advantage",
     "group_baseline_advantage", "overlong_penalty", "reinforce_plus_plus_returns", "rloo_advantage",
+    # advantages: reward scaling and per-token baselines (issue 19, A)
+    "BATCH_STD_EPS", "NORM_EPS", "OTB_EPS", "batch_std_advantage", "decoupled_gae", "gdpo_advantage",
+    "gpg_advantage", "leave_one_out_advantage", "length_adaptive_lambda", "level_normalize", "opo_advantage",
+    "optimal_token_baseline_advantage", "passk_advantage", "remax_advantage",
     # ratios and KL
     "KL_OUTPUT_CLAMP", "KL_PENALTY_KINDS", "LOG_RATIO_CLAMP", "SEQUENCE_LOG_RATIO_MAX", "k1_kl", "k2_kl", "k3_kl",
     "kl_penalty", "sequence_log_ratio", "token_log_ratio",

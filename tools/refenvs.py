@@ -56,6 +56,12 @@ ENVS: dict[str, dict] = {
     "rlax": dict(version="rlax 0.1.9", steps=[
         (False, ["jax==0.10.2", "jaxlib==0.10.2", "rlax==0.1.9"]),
     ]),
+    # AReaL's wheel pins torch < 2.11 and a large agent stack; its loss helpers need only torch, so --no-deps.
+    # (The package index's `roll` 0.13.4 is an unrelated HTTP framework, not alibaba/ROLL: there is no ROLL env.)
+    "areal": dict(version="AReaL 1.0.4", steps=[
+        (False, [TORCH, "numpy"]),
+        (True, ["areal==1.0.4"]),
+    ]),
 }
 
 # Environment variables the framework's interpreter needs (stub directory first on the path).
@@ -65,6 +71,7 @@ RUN_ENV = {
     "trl": {},
     "tunix": {},
     "rlax": {},
+    "areal": {},
 }
 
 
