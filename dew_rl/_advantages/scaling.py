@@ -15,13 +15,13 @@ from .._reductions import global_masked_whiten
 from .group import GROUP_EPS
 
 # %% auto #0
-__all__ = ['BATCH_STD_EPS', 'NORM_EPS', 'LEVELS', 'gdpo_advantage', 'batch_std_advantage', 'level_normalize',
-           'leave_one_out_advantage', 'opo_advantage', 'passk_advantage', 'gpg_advantage', 'remax_advantage']
+__all__ = ['BATCH_STD_EPS', 'NORM_EPS', 'gdpo_advantage', 'batch_std_advantage', 'level_normalize', 'leave_one_out_advantage',
+           'opo_advantage', 'passk_advantage', 'gpg_advantage', 'remax_advantage']
 
 # %% ../../nbs/02f_reward_scaling.ipynb #7376e5a3
 BATCH_STD_EPS = 1e-4  # TRL 1.16.0 `scale_rewards="batch"`: added to the batch standard deviation
 NORM_EPS = 1e-5  # AReaL 1.0.4 `NormConfig.eps`: added to the standard deviation of `level_normalize`
-LEVELS = ("batch", "group", "none")  # AReaL's `mean_level` / `std_level` (AReaL spells "none" as None; both accepted)
+_LEVELS = ("batch", "group", "none")  # AReaL's `mean_level` / `std_level` (AReaL spells "none" as None; both accepted)
 
 
 def _safe_sqrt(v):
@@ -186,8 +186,8 @@ def level_normalize(rewards, group, mean_level="batch", std_level="batch", mean_
         [B] normalised rewards in the rewards' dtype; 0 for a row whose scale has too few values
     """
     fn = "level_normalize"
-    mean_level = check_choice(fn, "mean_level", "none" if mean_level is None else mean_level, LEVELS)
-    std_level = check_choice(fn, "std_level", "none" if std_level is None else std_level, LEVELS)
+    mean_level = check_choice(fn, "mean_level", "none" if mean_level is None else mean_level, _LEVELS)
+    std_level = check_choice(fn, "std_level", "none" if std_level is None else std_level, _LEVELS)
     check_flag(fn, "mean_leave1out", mean_leave1out)
     check_flag(fn, "std_unbiased", std_unbiased)
     eps = check_number(fn, "eps", eps, lambda e: e >= 0, "a number >= 0")
