@@ -7,20 +7,22 @@ __all__ = ['EmptyBatchError', 'AGGREGATION_MODES', 'STATS_EPS', 'LossCounts', 'a
            'masked_mean', 'masked_whiten', 'response_mean', 'sample_weights', 'segment_mean', 'token_mean', 'GROUP_EPS',
            'VAR_FLOOR', 'dynamic_sampling_mask', 'gae', 'gae_raw', 'global_masked_moments', 'global_masked_normalize',
            'group_advantage', 'group_baseline_advantage', 'overlong_penalty', 'reinforce_plus_plus_returns',
-           'rloo_advantage', 'KL_OUTPUT_CLAMP', 'KL_PENALTY_KINDS', 'LOG_RATIO_CLAMP', 'SEQUENCE_LOG_RATIO_MAX',
-           'adaptive_kl_update', 'k1_kl', 'k2_kl', 'k3_kl', 'kl_penalty', 'kl_shaped_sequence_rewards',
-           'kl_shaped_token_rewards', 'sequence_log_ratio', 'token_log_ratio', 'SEQUENCE_STATISTICS',
-           'behavior_importance_weights', 'cispo_terms', 'clipped_surrogate', 'clipped_surrogate_terms',
-           'clipped_value_loss', 'clipped_value_loss_terms', 'preference_ipo', 'preference_logsigmoid',
-           'preference_margin', 'sapo_terms', 'sequence_importance_weights', 'OPSM_SCOPES', 'ROLLOUT_IS_LEVELS',
-           'ROLLOUT_IS_MODES', 'ROLLOUT_RS_OPTIONS', 'opsm_mask', 'rollout_is_weights', 'rollout_rejection_mask',
-           'ROLLOUT_CORRECTION_PRESETS', 'offpolicy_metrics', 'rollout_correction', 'importance_weighted_kl',
-           'loglinear_proximal_log_probs', 'ALPHA_DIVERGENCE_CLAMP', 'CPO_LOSS_TYPES', 'DPO_LOSS_TYPES',
-           'F_DIVERGENCE_TYPES', 'KTO_LOSS_TYPES', 'ORPO_LOG_PROB_CAP', 'cpo_loss', 'dpo_loss', 'dpo_sft_loss',
-           'kto_loss', 'orpo_loss', 'dppo_kl_terms', 'dppo_tv_terms', 'dro_terms', 'p3o_ess', 'p3o_terms',
-           'positive_example_nll_terms', 'reinforce_terms', 'signed_cispo_terms', 'topr_terms', 'vespo_terms',
-           'clip_cov_terms', 'gmpo_terms', 'kl_cov_terms', 'm2po_clip_bounds', 'm2po_loss_mask', 'm2po_terms',
-           'sequence_product_terms', 'EntropyControl', 'entropy_bonus_coef', 'entropy_control_init',
+           'rloo_advantage', 'BATCH_STD_EPS', 'NORM_EPS', 'OTB_EPS', 'batch_std_advantage', 'decoupled_gae',
+           'gdpo_advantage', 'gpg_advantage', 'leave_one_out_advantage', 'length_adaptive_lambda', 'level_normalize',
+           'opo_advantage', 'optimal_token_baseline_advantage', 'passk_advantage', 'remax_advantage', 'KL_OUTPUT_CLAMP',
+           'KL_PENALTY_KINDS', 'LOG_RATIO_CLAMP', 'SEQUENCE_LOG_RATIO_MAX', 'adaptive_kl_update', 'k1_kl', 'k2_kl',
+           'k3_kl', 'kl_penalty', 'kl_shaped_sequence_rewards', 'kl_shaped_token_rewards', 'sequence_log_ratio',
+           'token_log_ratio', 'SEQUENCE_STATISTICS', 'behavior_importance_weights', 'cispo_terms', 'clipped_surrogate',
+           'clipped_surrogate_terms', 'clipped_value_loss', 'clipped_value_loss_terms', 'preference_ipo',
+           'preference_logsigmoid', 'preference_margin', 'sapo_terms', 'sequence_importance_weights', 'OPSM_SCOPES',
+           'ROLLOUT_IS_LEVELS', 'ROLLOUT_IS_MODES', 'ROLLOUT_RS_OPTIONS', 'opsm_mask', 'rollout_is_weights',
+           'rollout_rejection_mask', 'ROLLOUT_CORRECTION_PRESETS', 'offpolicy_metrics', 'rollout_correction',
+           'importance_weighted_kl', 'loglinear_proximal_log_probs', 'ALPHA_DIVERGENCE_CLAMP', 'CPO_LOSS_TYPES',
+           'DPO_LOSS_TYPES', 'F_DIVERGENCE_TYPES', 'KTO_LOSS_TYPES', 'ORPO_LOG_PROB_CAP', 'cpo_loss', 'dpo_loss',
+           'dpo_sft_loss', 'kto_loss', 'orpo_loss', 'dppo_kl_terms', 'dppo_tv_terms', 'dro_terms', 'p3o_ess',
+           'p3o_terms', 'positive_example_nll_terms', 'reinforce_terms', 'signed_cispo_terms', 'topr_terms',
+           'vespo_terms', 'clip_cov_terms', 'gmpo_terms', 'kl_cov_terms', 'm2po_clip_bounds', 'm2po_loss_mask',
+           'm2po_terms', 'sequence_product_terms', 'EntropyControl', 'entropy_bonus_coef', 'entropy_control_init',
            'entropy_control_update', 'masked_quantile', 'top_entropy_mask', 'VOCAB_CHUNK', 'entropy_from_logits',
            'linear_log_probs_and_entropy', 'log_probs_from_logits']
 
@@ -36,6 +38,11 @@ from ._advantages.group import GROUP_EPS, dynamic_sampling_mask, group_advantage
 from ._advantages.rloo import rloo_advantage
 from ._advantages.normalize import VAR_FLOOR, global_masked_moments, global_masked_normalize
 from ._advantages.reinforce_pp import group_baseline_advantage, reinforce_plus_plus_returns
+from ._advantages.scaling import (BATCH_STD_EPS, NORM_EPS, batch_std_advantage, gdpo_advantage, gpg_advantage,
+                                        leave_one_out_advantage, level_normalize, opo_advantage, passk_advantage,
+                                        remax_advantage)
+from ._advantages.token_baselines import (OTB_EPS, decoupled_gae, length_adaptive_lambda,
+                                                optimal_token_baseline_advantage)
 from ._surrogates.ratios import LOG_RATIO_CLAMP, SEQUENCE_LOG_RATIO_MAX, sequence_log_ratio, token_log_ratio
 from ._surrogates.kl import (KL_OUTPUT_CLAMP, KL_PENALTY_KINDS, adaptive_kl_update, k1_kl, k2_kl, k3_kl, kl_penalty,
                                   kl_shaped_sequence_rewards, kl_shaped_token_rewards)
@@ -73,6 +80,10 @@ _all_ = [
     # advantages
     "GROUP_EPS", "VAR_FLOOR", "dynamic_sampling_mask", "gae", "gae_raw", "global_masked_moments", "global_masked_normalize", "group_advantage",
     "group_baseline_advantage", "overlong_penalty", "reinforce_plus_plus_returns", "rloo_advantage",
+    # advantages: reward scaling and per-token baselines (issue 19, A)
+    "BATCH_STD_EPS", "NORM_EPS", "OTB_EPS", "batch_std_advantage", "decoupled_gae", "gdpo_advantage",
+    "gpg_advantage", "leave_one_out_advantage", "length_adaptive_lambda", "level_normalize", "opo_advantage",
+    "optimal_token_baseline_advantage", "passk_advantage", "remax_advantage",
     # ratios and KL
     "KL_OUTPUT_CLAMP", "KL_PENALTY_KINDS", "LOG_RATIO_CLAMP", "SEQUENCE_LOG_RATIO_MAX", "adaptive_kl_update", "k1_kl",
     "k2_kl", "k3_kl", "kl_penalty", "kl_shaped_sequence_rewards", "kl_shaped_token_rewards", "sequence_log_ratio",

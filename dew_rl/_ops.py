@@ -142,11 +142,14 @@ def groups_of(group) -> Groups:
 
 
 def group_sum(x, g: Groups) -> jax.Array:
-    "Each row's group total of `x` [B] (contiguous: a reshape and a sum; by id: a segment sum), as [B]."
+    """Each row's group total of `x` [B] or [B, ...] (contiguous: a reshape and a sum; by id: a segment sum), as x's shape.
+
+    Trailing axes are summed position by position (a per-token group statistic of a [B, T] array)."""
     B = x.shape[0]
     if g.size is not None:
         G = g.size
-        return jnp.broadcast_to(x.reshape(-1, G).sum(axis=1, keepdims=True), (B // G, G)).reshape(B)
+        s = x.reshape((-1, G) + x.shape[1:]).sum(axis=1, keepdims=True)
+        return jnp.broadcast_to(s, (B // G, G) + x.shape[1:]).reshape(x.shape)
     return jax.ops.segment_sum(x, g.index, num_segments=B)[g.index]
 
 

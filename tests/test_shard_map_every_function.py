@@ -25,6 +25,9 @@ X = rng.normal(size=(B, T)).astype(np.float32)
 Y = rng.normal(size=(B, T)).astype(np.float32) * 0.3
 Z = rng.normal(size=(B, T)).astype(np.float32) * 0.3 - 1.0
 R = rng.normal(size=(B,)).astype(np.float32)
+IDS = np.array([7, 7, -1, -1, 3, 3, 0, 0], np.int32)      # prompt ids: each group whole on its shard of 2 rows
+RK = np.stack([R, (R > 0).astype(np.float32), np.cos(R)], 1).astype(np.float32)   # three reward components
+PI2 = (0.2 + 0.5 * rng.random(size=(B, T))).astype(np.float32)                    # a sum of squared probabilities
 SEG = np.repeat(np.array([[0, 0, 0, 1, 1, 1]]), B, axis=0).astype(np.int32)
 LOGITS = rng.normal(size=(B, T, V)).astype(np.float32)
 TOKENS = rng.integers(0, V, size=(B, T)).astype(np.int32)
@@ -52,6 +55,22 @@ CASES = {
     "overlong_penalty": (lambda m: rl.overlong_penalty(m, T, 2), (M,), False),
     "group_baseline_advantage": (lambda r, m: rl.group_baseline_advantage(r, m, 2), (R, M), False),
     "reinforce_plus_plus_returns": (lambda r, y, m: rl.reinforce_plus_plus_returns(r, y, m, 0.1, 0.9), (R, Y, M), False),
+    "gdpo_advantage": (lambda r, m: [rl.gdpo_advantage(r, m, 2, axis_name="dp"),
+                                     rl.gdpo_advantage(r, m, 2, whiten="tokens", axis_name="dp")], (RK, M), True),
+    "batch_std_advantage": (lambda r: rl.batch_std_advantage(r, 2, axis_name="dp"), (R,), True),
+    "level_normalize": (lambda r: [rl.level_normalize(r, 2, axis_name="dp"),
+                                   rl.level_normalize(r, 2, "group", "batch", True, axis_name="dp")], (R,), True),
+    "leave_one_out_advantage": (lambda r, i: [rl.leave_one_out_advantage(r, 2), rl.leave_one_out_advantage(r, i)],
+                                (R, IDS), False),
+    "opo_advantage": (lambda r, m, i: rl.opo_advantage(r, m, i), (R, M, IDS), False),
+    "passk_advantage": (lambda r: rl.passk_advantage(r, 2), (R,), False),
+    "gpg_advantage": (lambda r: rl.gpg_advantage(r, 2, axis_name="dp"), (R,), True),
+    "remax_advantage": (lambda x, r, m: rl.remax_advantage(x, r, m), (X, R, M), False),
+    "length_adaptive_lambda": (lambda m: rl.length_adaptive_lambda(m, 0.5), (M,), False),
+    "decoupled_gae": (lambda x, y, m: rl.decoupled_gae(x, y, m, 0.9, rl.length_adaptive_lambda(m, 0.5), 1.0), (X, Y, M),
+                      False),
+    "optimal_token_baseline_advantage": (lambda x, z, p, m, i: rl.optimal_token_baseline_advantage(x, m, z, p, i),
+                                         (X, Z, PI2, M, IDS), False),
     "global_masked_moments": (lambda x, m: rl.global_masked_moments(x, m, axis_name="dp"), (X, M), True),
     "global_masked_normalize": (lambda x, m: rl.global_masked_normalize(x, m, axis_name="dp"), (X, M), True),
     "token_log_ratio": (lambda y, z: rl.token_log_ratio(y, z), (Y, Z), False),

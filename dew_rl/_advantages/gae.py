@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import as_float, as_mask, check_int, check_number, check_rank, check_same_shape, stat_dtype
+from .._checks import as_float, as_mask, check_dim, check_int, check_number, check_rank, check_same_shape, stat_dtype
 from .._reductions import masked_whiten
 
 # %% auto #0
@@ -35,8 +35,11 @@ def _gae_scan(fn, token_rewards, values, mask, gamma, lam, chunk=None):
     check_rank(fn, "values", v, 2)
     check_same_shape(fn, "values", v, "token_rewards", r)
     keep = as_mask(fn, mask, r.shape, like="token_rewards")
-    for name, value in (("gamma", gamma), ("lam", lam)):
+    per_row = np.ndim(lam) == 1  # one λ per row [B] (VAPO's length-adaptive λ): each row discounts by its own γλ
+    for name, value in (("gamma", gamma),) + (() if per_row else (("lam", lam),)):
         check_number(fn, name, value, lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
+    if per_row:
+        lam = _row_lambda(fn, lam, r.shape[0], chunk)
     out = jnp.result_type(r.dtype, v.dtype)
     ct = stat_dtype(out)
     # targets carry no gradient; masked positions are replaced before any arithmetic
@@ -49,6 +52,19 @@ def _gae_scan(fn, token_rewards, values, mask, gamma, lam, chunk=None):
     zeros = jnp.zeros_like(r_k[:, 0])  # shaped like the data: varies over a shard_map axis as the inputs do
     _, adv = jax.lax.scan(_gae_step, (g, gl, zeros, zeros), (r_k.T, v_k.T, keep.T), reverse=True)
     return adv.T, keep, v, ct, out
+
+
+def _row_lambda(fn, lam, B, chunk):
+    "A per-row λ [B]: floating, one per row, host values in [0, 1] (a JAX array is not read); the one-level scan only."
+    if chunk is not None:
+        raise ValueError(f"{fn}: a per-row `lam` [B] runs by the one-level scan; pass a scalar `lam` with `chunk`")
+    if not isinstance(lam, jax.Array):
+        host = np.asarray(lam, np.float64)
+        if host.size and not ((host >= 0) & (host <= 1)).all():
+            raise ValueError(f"{fn}: `lam` must be in [0, 1]; got values in [{host.min()}, {host.max()}]")
+    lam = as_float(fn, "lam", lam, allow_int=True)
+    check_dim(fn, "lam", lam, 0, B, "a number or [B]", f"one λ per row, B = {B}")
+    return lam
 
 
 def _whitened(adv, keep, v, ct, out):
@@ -71,7 +87,8 @@ def gae_raw(token_rewards, values, mask, gamma, lam) -> jax.Array:
     gamma
         discount γ in [0, 1]: a Python number or a 0-d array (may be traced)
     lam
-        GAE λ in [0, 1]: a Python number or a 0-d array (may be traced)
+        GAE λ in [0, 1]: a Python number or a 0-d array (may be traced), or a [B] array, one λ per row
+        (VAPO's length-adaptive λ; see the token-baselines chapter)
 
     Returns
     -------
@@ -97,7 +114,8 @@ def gae(token_rewards, values, mask, gamma, lam) -> tuple[jax.Array, jax.Array]:
     gamma
         discount γ in [0, 1]: a Python number or a 0-d array (may be traced)
     lam
-        GAE λ in [0, 1]: a Python number or a 0-d array (may be traced)
+        GAE λ in [0, 1]: a Python number or a 0-d array (may be traced), or a [B] array, one λ per row
+        (VAPO's length-adaptive λ; see the token-baselines chapter)
 
     Returns
     -------
