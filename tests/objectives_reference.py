@@ -305,4 +305,6 @@ def ref_dpo(pc, pr, rc, rr, mc, mr, beta):
     delta = (_sel(pc, kc) - _sel(rc, kc)).sum(1) - (_sel(pr, kr) - _sel(rr, kr)).sum(1)
     z = beta * delta
     loss = np.mean(np.logaddexp(0.0, -z))  # -log sigmoid(z)
-    return loss, {"train/loss": loss, "train/reward_margin": np.mean(z), "train/reward_accuracy": np.mean(delta > 0)}
+    empty = float((~kc.any(1) & ~kr.any(1)).sum())  # pairs with both responses empty (none here: they would leave the mean)
+    return loss, {"train/loss": loss, "train/reward_margin": np.mean(z), "train/reward_accuracy": np.mean(delta > 0),
+                  "train/empty_pairs": empty}

@@ -20,7 +20,7 @@ NAMES = ("reinforce_plus_plus", "reinforce_plus_plus_baseline", "grpo", "dr_grpo
 
 
 def test_estimators_and_entry_points():
-    assert obj.ESTIMATORS == NAMES
+    assert obj.ESTIMATORS[:len(NAMES)] == NAMES           # the contract's names first; more follow
     for name in NAMES:
         assert callable(getattr(obj, name))
 

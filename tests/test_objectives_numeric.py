@@ -65,6 +65,15 @@ CONFIGS = {
 ROLLOUT_METRICS = {"rollout/raw_reward", "rollout/advantages_raw_mean", "rollout/advantages_raw_std",
                    "rollout/advantages_mean", "rollout/advantages_std", "rollout/valid_tokens",
                    "rollout/zero_variance"}
+# the sampler-mismatch diagnostics stage 1 reports whenever a rollout correction is on (here: tis_cap)
+ROLLOUT_CORR_METRICS = {f"rollout_corr/{k}" for k in (
+    "chi2_seq chi2_token eff_sample_size_seq eff_sample_size_token js_divergence_error k3_kl kl log_ppl_abs_diff "
+    "log_ppl_diff log_ppl_diff_max log_ppl_diff_min policy_kl_error ppl_ratio rollout_is_eff_sample_size "
+    "rollout_is_max rollout_is_mean rollout_is_min rollout_is_oob_ratio rollout_is_ratio_fraction_high "
+    "rollout_is_ratio_fraction_low rollout_is_seq_fraction_high rollout_is_seq_fraction_low rollout_is_seq_max "
+    "rollout_is_seq_max_deviation rollout_is_seq_mean rollout_is_seq_min rollout_is_seq_std rollout_is_std "
+    "rollout_log_ppl rollout_ppl token_mult_prob_error train_rollout_logprob_abs_diff "
+    "train_rollout_logprob_abs_diff_max training_log_ppl training_ppl").split()}
 TRAIN_METRICS = {"train/loss", "train/pg_loss", "train/pg_clipfrac", "train/pg_clipfrac_lower", "train/ppo_kl"}
 
 
@@ -88,6 +97,8 @@ def expected_names(cfg):
             r.add("rollout/reward_kl_penalty")
     if est == "dapo" and cfg.dynamic_sampling:
         r.add("rollout/kept_groups")
+    if cfg.tis_cap is not None:
+        r |= ROLLOUT_CORR_METRICS
     t = set(TRAIN_METRICS) | {"train/log_ratio_clampfrac"}
     if cfg.use_kl_loss:
         t.add("train/kl_loss")
@@ -107,6 +118,11 @@ def reference(cfg, data, extra):
                                values=extra["values"] if is_ppo else None,
                                entropy=extra["entropy"] if uses_entropy(cfg) else None,
                                behavior=data["behavior_log_probs"])
+    if cfg.tis_cap is not None:  # two diagnostics, from their definitions: mean |old - behavior| and mean capped weight
+        d = np.where(k, data["old_log_probs"] - np.where(k, data["behavior_log_probs"], 0.0), 0.0)
+        rmet = dict(rmet)
+        rmet["rollout_corr/train_rollout_logprob_abs_diff"] = np.abs(d).sum() / k.sum()
+        rmet["rollout_corr/rollout_is_mean"] = np.where(k, np.minimum(np.exp(d), cfg.tis_cap), 0.0).sum() / k.sum()
     return adv, returns, k, rmet, total, tmet
 
 
@@ -383,10 +399,13 @@ BAD = [
     ("missing ref for the KL loss", lambda: obj.loss(CONFIGS["rfpp_baseline"], jnp.zeros((B, T)),
                                                      _ro(advantages=jnp.zeros((B, T)), ref_log_probs=None)),
      "loss: `rollout.ref_log_probs` is required by use_kl_loss=True"),
-    ("missing behaviour log-probs for TIS", lambda: obj.loss(CONFIGS["grpo_kl_ent_tis"], jnp.zeros((B, T)),
-                                                             _ro(advantages=jnp.zeros((B, T)), behavior_log_probs=None),
+    ("missing behaviour log-probs for TIS", lambda: obj.advantages(CONFIGS["grpo_kl_ent_tis"],
+                                                                   _ro(behavior_log_probs=None)),
+     "advantages: `rollout.behavior_log_probs` is required by the rollout correction"),
+    ("TIS weights not computed by stage 1", lambda: obj.loss(CONFIGS["grpo_kl_ent_tis"], jnp.zeros((B, T)),
+                                                             _ro(advantages=jnp.zeros((B, T))),
                                                              entropy=jnp.zeros((B, T))),
-     "loss: `rollout.behavior_log_probs` is required when tis_cap=1.5 is set"),
+     "loss: `rollout.rollout_is_weights` is required by the rollout correction (call advantages(config, rollout) first"),
     ("missing returns for PPO", lambda: obj.loss(CONFIGS["ppo"], jnp.zeros((B, T)), _ro(advantages=jnp.zeros((B, T))),
                                                  values=jnp.zeros((B, T))),
      "loss: `rollout.returns` is required by ppo"),

@@ -6,23 +6,26 @@
 __all__ = ['EmptyBatchError', 'COEFFICIENTS', 'ESTIMATOR_RECORDS', 'FIELD_DEFAULTS', 'LOSS_MODES', 'ROLLOUT_MODES',
            'AdvantageStage', 'ConfigFields', 'Estimator', 'ObjectiveConfig', 'PolicyStage', 'PreferencePairs',
            'RawAdvantages', 'Rollout', 'advantages', 'loss', 'loss_counts', 'loss_norm', 'objective', 'preference_loss',
-           'register_estimator', 'register_loss_mode', 'DEFAULT_AGGREGATION', 'ESTIMATORS', 'GROUP_ESTIMATORS',
-           'RECIPES', 'fields_read', 'reinforce_plus_plus', 'reinforce_plus_plus_baseline', 'grpo', 'dr_grpo', 'dapo',
-           'gspo', 'sapo', 'cispo', 'rloo', 'ppo', 'dpo']
+           'register_estimator', 'register_loss_mode', 'rollout_correction_preset', 'DEFAULT_AGGREGATION', 'ESTIMATORS',
+           'GROUP_ESTIMATORS', 'RECIPES', 'fields_read', 'reinforce_plus_plus', 'reinforce_plus_plus_baseline', 'grpo',
+           'dr_grpo', 'dapo', 'gspo', 'sapo', 'cispo', 'rloo', 'ppo', 'dpo', 'gdpo', 'opo', 'grpo_passk', 'gpg',
+           'remax', 'optimal_token_baseline']
 
 # %% ../../nbs/04d_objectives_api.ipynb #83f76ff0
 from .._checks import EmptyBatchError
 from ._core import (COEFFICIENTS, ESTIMATOR_RECORDS, FIELD_DEFAULTS, LOSS_MODES, ROLLOUT_MODES,
                                      AdvantageStage, ConfigFields, Estimator, ObjectiveConfig, PolicyStage,
                                      PreferencePairs, RawAdvantages, Rollout, advantages, loss, loss_counts, loss_norm,
-                                     objective, preference_loss, register_estimator, register_loss_mode)
+                                     objective, preference_loss, register_estimator, register_loss_mode,
+                                     rollout_correction_preset)
 from ._estimators import (DEFAULT_AGGREGATION, ESTIMATORS, GROUP_ESTIMATORS, RECIPES, cispo, dapo,
-                                           dpo, dr_grpo, fields_read, grpo, gspo, ppo, reinforce_plus_plus,
-                                           reinforce_plus_plus_baseline, rloo, sapo)
+                                           dpo, dr_grpo, fields_read, gdpo, gpg, grpo, grpo_passk, gspo, opo,
+                                           optimal_token_baseline, ppo, reinforce_plus_plus, reinforce_plus_plus_baseline,
+                                           remax, rloo, sapo)
 
 _all_ = ["EmptyBatchError", "COEFFICIENTS", "ESTIMATOR_RECORDS", "FIELD_DEFAULTS", "LOSS_MODES", "ROLLOUT_MODES",
          "AdvantageStage", "ConfigFields", "Estimator", "ObjectiveConfig", "PolicyStage", "PreferencePairs",
          "RawAdvantages", "Rollout", "advantages", "loss", "loss_counts", "loss_norm", "objective", "preference_loss",
-         "register_estimator", "register_loss_mode", "DEFAULT_AGGREGATION", "ESTIMATORS", "GROUP_ESTIMATORS", "RECIPES",
+         "register_estimator", "register_loss_mode", "rollout_correction_preset", "DEFAULT_AGGREGATION", "ESTIMATORS", "GROUP_ESTIMATORS", "RECIPES",
          "fields_read", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "grpo", "dr_grpo", "dapo", "gspo", "sapo",
-         "cispo", "rloo", "ppo", "dpo"]
+         "cispo", "rloo", "ppo", "dpo", "gdpo", "opo", "grpo_passk", "gpg", "remax", "optimal_token_baseline"]

@@ -22,14 +22,18 @@ from .._advantages.normalize import VAR_FLOOR, global_masked_moments
 from .._surrogates.ratios import LOG_RATIO_CLAMP, token_log_ratio
 from .._surrogates.kl import KL_PENALTY_KINDS, kl_penalty
 from .._surrogates.value import clipped_value_loss_terms
-from .._surrogates.importance import behavior_importance_weights
-from .._surrogates.preference import preference_logsigmoid, preference_margin
+from .._surrogates.rollout_correction import ROLLOUT_IS_LEVELS, ROLLOUT_IS_MODES, ROLLOUT_RS_OPTIONS, opsm_mask
+from .._surrogates.mismatch import ROLLOUT_CORRECTION_PRESETS, rollout_correction
+from .._surrogates.off_policy import importance_weighted_kl
+from .._surrogates.preference import preference_margin
+from .._surrogates.preference_family import DPO_LOSS_TYPES, F_DIVERGENCE_TYPES, dpo_loss
+from .._surrogates.entropy import top_entropy_mask
 
 # %% auto #0
 __all__ = ['ESTIMATOR_RECORDS', 'LOSS_MODES', 'ROLLOUT_MODES', 'FIELD_DEFAULTS', 'COEFFICIENTS', 'RawAdvantages',
-           'AdvantageStage', 'PolicyStage', 'Estimator', 'register_loss_mode', 'register_estimator', 'ConfigFields',
-           'ObjectiveConfig', 'Rollout', 'PreferencePairs', 'advantages', 'loss_counts', 'loss_norm', 'loss',
-           'objective', 'preference_loss']
+           'AdvantageStage', 'LossContext', 'PolicyStage', 'Estimator', 'register_loss_mode', 'register_estimator',
+           'ConfigFields', 'ObjectiveConfig', 'Rollout', 'PreferencePairs', 'rollout_correction_preset', 'advantages',
+           'loss_counts', 'loss_norm', 'loss', 'objective', 'preference_loss']
 
 # %% ../../nbs/04a_objectives.ipynb #1a6baa69
 class RawAdvantages(NamedTuple):
@@ -57,11 +61,20 @@ class AdvantageStage(NamedTuple):
     metrics: tuple = ()          # the rollout/* metrics it adds to the common ones
 
 
+class LossContext(NamedTuple):
+    "What a policy stage may read beyond the log-probs and advantages of its micro-batch."
+    rollout: Any
+    axis_name: Any = None
+    key: Any = None
+
+
 class PolicyStage(NamedTuple):
     """Stage 2 of an estimator: its per-token policy loss, verl's `loss_mode`.
 
-    `fn(cfg, log_probs, old_log_probs, advantages, keep) -> (terms [B, T], indicators)`, the
-    indicators a dict of bool [B, T]; `metrics` maps an indicator to its train/* metric.
+    `fn(cfg, log_probs, old_log_probs, advantages, keep, ctx) -> (terms [B, T], indicators)`, the
+    indicators a dict of bool [B, T]; `metrics` maps an indicator to its train/* metric. `ctx` is a
+    `LossContext`: the rollout, the data-parallel axis, and the PRNG key of the call (for a loss that
+    samples tokens, Clip-Cov).
     """
     fn: Callable
     reads: tuple = ()
@@ -143,14 +156,27 @@ FIELD_DEFAULTS = types.MappingProxyType(dict(
     entropy_coeff=0.0, dynamic_sampling=False, overlong_buffer_len=None, overlong_penalty_factor=1.0,
     max_response_length=None, beta=0.1, context_parallel_size=1, rollout_mode="colocate", reward_post_process=None,
     custom_advantage=None, loss_mode=None,
+    rollout_is=None, rollout_is_threshold=2.0, rollout_is_threshold_lower=None, rollout_is_mode="truncate",
+    rollout_is_batch_normalize=False, rollout_rs=None, rollout_rs_threshold=None, rollout_rs_threshold_lower=None,
+    bypass_mode=False, off_policy_mask_threshold=None, use_bias_correction_kl=False,
+    kl_penalty="kl", top_entropy_quantile=1.0, dro_beta=0.1, topr_positive_weight=1.0, topr_negative_weight=1.0,
+    vespo_k_pos=2.0, vespo_lambda_pos=3.0, vespo_k_neg=3.0, vespo_lambda_neg=2.0, clip_cov_ratio=2e-4,
+    clip_cov_lb=1.0, clip_cov_ub=5.0, kl_cov_ratio=2e-4, ppo_kl_coef=0.1, gdpo_reward_weights=None,
+    loss_type="sigmoid", label_smoothing=0.0, f_divergence_type="reverse_kl", f_alpha_divergence_coef=0.5,
+    ld_alpha=None, use_weighting=False, discopop_tau=0.05, loss_weights=None,
 ))
 
 # The real-valued coefficients: the leaves of the config as a pytree (when read and not None).
 COEFFICIENTS = ("kl_coef", "kl_loss_coef", "entropy_coeff", "vf_coef", "clip_ratio_low", "clip_ratio_high",
                 "clip_ratio_c", "cliprange_value", "tau_pos", "tau_neg", "cispo_epsilon_low", "cispo_epsilon_high",
-                "tis_cap", "overlong_penalty_factor", "beta", "gamma", "lam")
-# Coefficients whose host value 0 switches their term off (so that its inputs are not needed).
-_OFF_AT_ZERO = ("kl_coef", "entropy_coeff")
+                "tis_cap", "overlong_penalty_factor", "beta", "gamma", "lam", "rollout_is_threshold",
+                "rollout_is_threshold_lower", "rollout_rs_threshold", "rollout_rs_threshold_lower",
+                "off_policy_mask_threshold", "top_entropy_quantile", "dro_beta", "topr_positive_weight",
+                "topr_negative_weight", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg",
+                "clip_cov_lb", "clip_cov_ub", "ppo_kl_coef", "label_smoothing", "f_alpha_divergence_coef", "ld_alpha",
+                "discopop_tau")
+# Coefficients whose host value switches their term off (so that its inputs are not needed): the value that does.
+_OFF_AT = types.MappingProxyType({"kl_coef": 0.0, "entropy_coeff": 0.0, "top_entropy_quantile": 1.0})
 
 
 class _Unset:
@@ -200,6 +226,40 @@ class ConfigFields(TypedDict, total=False):
     reward_post_process: Callable | None
     custom_advantage: Callable | None
     loss_mode: str | None
+    rollout_is: str | None
+    rollout_is_threshold: float | None
+    rollout_is_threshold_lower: float | None
+    rollout_is_mode: str
+    rollout_is_batch_normalize: bool
+    rollout_rs: str | tuple | None
+    rollout_rs_threshold: float | tuple | None
+    rollout_rs_threshold_lower: float | tuple | None
+    bypass_mode: bool
+    off_policy_mask_threshold: float | None
+    use_bias_correction_kl: bool
+    kl_penalty: str
+    top_entropy_quantile: float
+    dro_beta: float
+    topr_positive_weight: float
+    topr_negative_weight: float
+    vespo_k_pos: float
+    vespo_lambda_pos: float
+    vespo_k_neg: float
+    vespo_lambda_neg: float
+    clip_cov_ratio: float
+    clip_cov_lb: float
+    clip_cov_ub: float
+    kl_cov_ratio: float
+    ppo_kl_coef: float
+    gdpo_reward_weights: tuple | None
+    loss_type: str | tuple
+    label_smoothing: float
+    f_divergence_type: str
+    f_alpha_divergence_coef: float
+    ld_alpha: float | None
+    use_weighting: bool
+    discopop_tau: float
+    loss_weights: tuple | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -288,6 +348,69 @@ class ObjectiveConfig:
     loss_mode
         str or None: the per-token policy loss, one of `LOSS_MODES` (verl's `policy_loss.loss_mode`);
         None: the estimator's own (its recipe's)
+    rollout_is
+        str or None: importance weights of the trainer's old policy against the sampler
+        (`rollout.behavior_log_probs`), verl's `algorithm.rollout_correction.rollout_is`: "token",
+        "sequence" (the product over the row) or "geometric_mean"; they multiply the policy terms
+    rollout_is_threshold
+        float > 0 or None: C_max, the upper bound of the weights (None: none)
+    rollout_is_threshold_lower
+        float > 0 or None: C_min, the lower bound (None: none in truncate mode, 1 / C_max in mask mode)
+    rollout_is_mode
+        str: "truncate" (clamp to [C_min, C_max], TIS) or "mask" (weights outside it set to 0, MIS/IcePop)
+    rollout_is_batch_normalize
+        bool: rescale the weights to mean 1 over the global batch (verl)
+    rollout_rs
+        str, tuple or None: rejection of tokens or rows by the sampler's divergence from the trainer,
+        verl's `rollout_rs` (`dew_rl.ROLLOUT_RS_OPTIONS`, chained with commas or a tuple); rejected
+        tokens leave the mask that stage 1 returns
+    rollout_rs_threshold
+        float, tuple or None: the upper threshold(s) of the rejection options (one per option)
+    rollout_rs_threshold_lower
+        float, tuple or None: the lower threshold(s) (None: verl's default per option)
+    bypass_mode
+        bool: the sampler's log-probs are the PPO ratio's denominator (verl's bypass mode; two policies
+        instead of three); the correction's weights and rejection then compare the current policy with
+        the sampler, in stage 2
+    off_policy_mask_threshold
+        float > 0 or None: OPSM (DeepSeek-V3.2, TRL's name): drop a row whose advantage is negative and
+        whose mean log-ratio of the sampler to the current policy exceeds it
+    use_bias_correction_kl
+        bool: the KL loss is the importance-weighted ("unbiased") KL, `r * kX` with the gradient through
+        r = pi_theta / pi_old (TRL's `use_bias_correction_kl`, slime's `--use-unbiased-kl`)
+    kl_penalty
+        str: the estimator of the KL in the reward (`kl_coef`), one of `dew_rl.KL_PENALTY_KINDS` (verl's
+        `algorithm.kl_penalty`, "kl" = k1); for RLOO the row's sum of it is taken off the reward (TRL)
+    top_entropy_quantile
+        float in (0, 1]: keep only the tokens whose entropy is at or above this quantile of every valid
+        token of every shard in the policy term and the entropy bonus (TRL's name, "80/20"); 1: all
+        (needs `entropy` when below 1)
+    dro_beta
+        float > 0: the quadratic penalty of loss_mode "dro" (verl; Kimi k1.5's tau)
+    topr_positive_weight, topr_negative_weight
+        float >= 0: TOPR's weights of the rows with positive and non-positive reward (ROLL)
+    vespo_k_pos, vespo_lambda_pos, vespo_k_neg, vespo_lambda_neg
+        float > 0: VESPO's gamma-kernel shape and rate for A > 0 and A <= 0 (TRL)
+    clip_cov_ratio, clip_cov_lb, clip_cov_ub
+        Clip-Cov (verl): the fraction of tokens detached, and the covariance band they are drawn from
+    kl_cov_ratio, ppo_kl_coef
+        KL-Cov (verl): the fraction of top-covariance tokens penalised, and the penalty's weight
+    gdpo_reward_weights
+        tuple of floats or None: GDPO's weight per reward component (verl); None: equal weights
+    loss_type
+        str or tuple: the DPO loss, one of `dew_rl.DPO_LOSS_TYPES` (TRL's names), or several with `loss_weights`
+    label_smoothing
+        float in [0, 0.5): cDPO / robust DPO's label noise (TRL, OpenRLHF)
+    f_divergence_type, f_alpha_divergence_coef
+        f-DPO (TRL): "reverse_kl" (plain DPO), "forward_kl", "js_divergence", "alpha_divergence" and its alpha
+    ld_alpha
+        float in [0, 1] or None: LD-DPO's weight of the tokens beyond the common length (TRL)
+    use_weighting
+        bool: WPO's pair weights (TRL)
+    discopop_tau
+        float > 0: DiscoPOP's temperature (TRL)
+    loss_weights
+        tuple of floats or None: the weight of each loss of a tuple `loss_type` (TRL's multi-loss, MPO)
     """
     advantage_estimator: str
     n_samples_per_prompt: int = _UNSET
@@ -323,6 +446,40 @@ class ObjectiveConfig:
     reward_post_process: Callable | None = _UNSET
     custom_advantage: Callable | None = _UNSET
     loss_mode: str | None = _UNSET
+    rollout_is: str | None = _UNSET
+    rollout_is_threshold: float | None = _UNSET
+    rollout_is_threshold_lower: float | None = _UNSET
+    rollout_is_mode: str = _UNSET
+    rollout_is_batch_normalize: bool = _UNSET
+    rollout_rs: str | tuple | None = _UNSET
+    rollout_rs_threshold: float | tuple | None = _UNSET
+    rollout_rs_threshold_lower: float | tuple | None = _UNSET
+    bypass_mode: bool = _UNSET
+    off_policy_mask_threshold: float | None = _UNSET
+    use_bias_correction_kl: bool = _UNSET
+    kl_penalty: str = _UNSET
+    top_entropy_quantile: float = _UNSET
+    dro_beta: float = _UNSET
+    topr_positive_weight: float = _UNSET
+    topr_negative_weight: float = _UNSET
+    vespo_k_pos: float = _UNSET
+    vespo_lambda_pos: float = _UNSET
+    vespo_k_neg: float = _UNSET
+    vespo_lambda_neg: float = _UNSET
+    clip_cov_ratio: float = _UNSET
+    clip_cov_lb: float = _UNSET
+    clip_cov_ub: float = _UNSET
+    kl_cov_ratio: float = _UNSET
+    ppo_kl_coef: float = _UNSET
+    gdpo_reward_weights: tuple | None = _UNSET
+    loss_type: str | tuple = _UNSET
+    label_smoothing: float = _UNSET
+    f_divergence_type: str = _UNSET
+    f_alpha_divergence_coef: float = _UNSET
+    ld_alpha: float | None = _UNSET
+    use_weighting: bool = _UNSET
+    discopop_tau: float = _UNSET
+    loss_weights: tuple | None = _UNSET
     # the estimator whose recipe the fields were resolved for, and the coefficients switched off by a host 0
     _recipe_of: str | None = dataclasses.field(default=None, repr=False, compare=False, kw_only=True)
     _off: frozenset = dataclasses.field(default=frozenset(), init=False, repr=False, compare=False)
@@ -336,17 +493,19 @@ _FN = "ObjectiveConfig"
 # fields every estimator with a token loss reads (the reduction, the regularisers, the declarations)
 _COMMON = ("loss_mode", "loss_agg_mode", "calculate_per_token_loss", "loss_agg_norm", "max_response_length",
            "tis_cap", "entropy_coeff", "context_parallel_size", "rollout_mode", "use_kl_loss", "kl_loss_type",
-           "kl_loss_coef")
+           "kl_loss_coef", "rollout_is", "rollout_is_threshold", "rollout_is_threshold_lower", "rollout_is_mode",
+           "rollout_is_batch_normalize", "rollout_rs", "rollout_rs_threshold", "rollout_rs_threshold_lower",
+           "bypass_mode", "off_policy_mask_threshold", "use_bias_correction_kl", "top_entropy_quantile")
 
 
 def _is_array(v) -> bool:
     return isinstance(v, jax.Array)
 
 
-def _host_zero(v) -> bool:
-    "A Python or NumPy number equal to 0 (a JAX array is never read)."
+def _host_value(v, value: float) -> bool:
+    "A Python or NumPy number equal to `value` (a JAX array is never read)."
     return (not _is_array(v) and not isinstance(v, (bool, np.bool_)) and np.ndim(v) == 0
-            and isinstance(np.asarray(v).item(), (int, float)) and float(v) == 0.0)
+            and isinstance(np.asarray(v).item(), (int, float)) and float(v) == value)
 
 
 def _shown(value) -> str:
@@ -377,7 +536,7 @@ def _resolve(c) -> None:
         switch = c.calculate_per_token_loss is True and not rec.fixed_agg   # a fixed reduction rejects the switch
         object.__setattr__(c, "loss_agg_mode", "token-mean" if switch else rec.default_agg)
     object.__setattr__(c, "_recipe_of", est)
-    object.__setattr__(c, "_off", frozenset(n for n in _OFF_AT_ZERO if _host_zero(getattr(c, n))))
+    object.__setattr__(c, "_off", frozenset(n for n, off in _OFF_AT.items() if _host_value(getattr(c, n), off)))
 
 
 def _check_fields(c) -> None:
@@ -420,6 +579,92 @@ def _check_fields(c) -> None:
         v = getattr(c, name)
         if v is not None and not callable(v):
             _reject(name, v, "is not callable", "pass a function or None")
+    _check_correction(c)
+    _check_frontier(c)
+
+
+def _check_frontier(c) -> None:
+    "The fields of the policy losses, the KL in the reward, the entropy mask and the DPO family."
+    f = _FN
+    check_choice(f, "kl_penalty", c.kl_penalty, KL_PENALTY_KINDS)
+    check_number(f, "top_entropy_quantile", c.top_entropy_quantile, lambda v: 0.0 < v <= 1.0, "in (0, 1]")
+    for name in ("dro_beta", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg", "discopop_tau"):
+        check_number(f, name, getattr(c, name), lambda v: 0.0 < v < np.inf, "a positive finite number")
+    for name in ("topr_positive_weight", "topr_negative_weight", "ppo_kl_coef", "clip_cov_lb", "clip_cov_ub"):
+        check_number(f, name, getattr(c, name), lambda v: 0.0 <= v < np.inf, "a finite number >= 0")
+    for name in ("clip_cov_ratio", "kl_cov_ratio"):
+        check_number(f, name, getattr(c, name), lambda v: 0.0 < v <= 1.0, "in (0, 1]", static=True)
+    if c.gdpo_reward_weights is not None and not (isinstance(c.gdpo_reward_weights, tuple)
+                                                  and all(np.ndim(w) == 0 for w in c.gdpo_reward_weights)):
+        _reject("gdpo_reward_weights", c.gdpo_reward_weights, "is not a tuple of numbers", "pass a tuple or None")
+    types_ = c.loss_type if isinstance(c.loss_type, tuple) else (c.loss_type,)
+    for t in types_:
+        check_choice(f, "loss_type", t, DPO_LOSS_TYPES)
+    if c.loss_weights is not None and (not isinstance(c.loss_weights, tuple) or len(c.loss_weights) != len(types_)):
+        _reject("loss_weights", c.loss_weights, f"needs one weight per loss of loss_type={c.loss_type!r}",
+                "pass a tuple of the same length, or None")
+    check_number(f, "label_smoothing", c.label_smoothing, lambda v: 0.0 <= v < 0.5, "in [0, 0.5)")
+    if "exo_pair" in types_ and _host_value(c.label_smoothing, 0.0):
+        _reject("label_smoothing", 0.0, "for loss_type 'exo_pair': EXO's smoothing must be positive",
+                "set label_smoothing, e.g. 1e-3 (the EXO paper's suggestion)")
+    check_choice(f, "f_divergence_type", c.f_divergence_type, F_DIVERGENCE_TYPES)
+    check_number(f, "f_alpha_divergence_coef", c.f_alpha_divergence_coef, lambda v: 0.0 < v < 1.0, "in (0, 1)")
+    if c.ld_alpha is not None:
+        check_number(f, "ld_alpha", c.ld_alpha, lambda v: 0.0 <= v <= 1.0, "None or in [0, 1]")
+    check_flag(f, "use_weighting", c.use_weighting)
+
+
+def _options(value) -> tuple:
+    "The rejection options of `rollout_rs` (a comma-separated string or a tuple) as a tuple."
+    return tuple(o.strip() for o in value.split(",")) if isinstance(value, str) else tuple(value)
+
+
+def _check_correction(c) -> None:
+    "The rollout-correction fields: levels, modes, options and bounds (C_min <= C_max where both are host numbers)."
+    f = _FN
+    check_flag(f, "rollout_is_batch_normalize", c.rollout_is_batch_normalize)
+    check_flag(f, "bypass_mode", c.bypass_mode)
+    check_flag(f, "use_bias_correction_kl", c.use_bias_correction_kl)
+    if c.rollout_is is not None:
+        check_choice(f, "rollout_is", c.rollout_is, ROLLOUT_IS_LEVELS)
+    check_choice(f, "rollout_is_mode", c.rollout_is_mode, ROLLOUT_IS_MODES)
+    for name in ("rollout_is_threshold", "rollout_is_threshold_lower", "off_policy_mask_threshold"):
+        if getattr(c, name) is not None:
+            check_number(f, name, getattr(c, name), lambda v: 0.0 < v <= np.inf, "None or a positive number")
+    lo, hi = c.rollout_is_threshold_lower, c.rollout_is_threshold
+    if _is_number(lo) and _is_number(hi) and lo > hi:
+        _reject("rollout_is_threshold_lower", lo, f"exceeds rollout_is_threshold={hi!r}", "use C_min <= C_max")
+    if c.tis_cap is not None and c.rollout_is is not None:
+        _reject("tis_cap", c.tis_cap, f"together with rollout_is={c.rollout_is!r}: tis_cap is rollout_is='token' with "
+                "rollout_is_threshold=tis_cap", "set one of the two")
+    if c.bypass_mode and (c.rollout_is is not None or c.tis_cap is not None) and c.loss_mode != "reinforce":
+        _reject("bypass_mode", True, f"with importance weights and loss_mode={c.loss_mode!r}: in bypass mode the PPO "
+                "ratio is already taken against the sampler, so weights apply only to the policy-gradient loss (verl's "
+                "bypass presets)", "use loss_mode='reinforce', or drop rollout_is / tis_cap")
+    if c.rollout_rs is None:
+        return
+    if not isinstance(c.rollout_rs, (str, tuple)) or not _options(c.rollout_rs):
+        _reject("rollout_rs", c.rollout_rs, "is not an option string or a tuple of options", "use dew_rl.ROLLOUT_RS_OPTIONS")
+    for o in _options(c.rollout_rs):
+        check_choice(f, "rollout_rs", o, ROLLOUT_RS_OPTIONS)
+    n = len(_options(c.rollout_rs))
+    for name in ("rollout_rs_threshold", "rollout_rs_threshold_lower"):
+        v = getattr(c, name)
+        if isinstance(v, tuple):
+            if len(v) != n:
+                _reject(name, v, f"has {len(v)} thresholds for {n} rejection option(s)", "give one per option")
+            for x in v:
+                if x is not None:
+                    check_number(f, name, x, lambda t: 0.0 < t < np.inf, "positive thresholds")
+        elif v is not None:
+            check_number(f, name, v, lambda t: 0.0 < t < np.inf, "None or a positive number")
+    if c.rollout_rs_threshold is None:
+        _reject("rollout_rs_threshold", None, f"with rollout_rs={c.rollout_rs!r}: the rejection needs its upper threshold",
+                "set rollout_rs_threshold (verl's rollout_rs_threshold)")
+
+
+def _is_number(v) -> bool:
+    return v is not None and not _is_array(v) and np.ndim(v) == 0
 
 
 def _check_rules(c, rec: Estimator) -> None:
@@ -465,6 +710,18 @@ def _reads(c) -> set:
         reads -= {"max_response_length"}
     if c.overlong_buffer_len is None:
         reads -= {"overlong_penalty_factor"}
+    if c.rollout_is is None:
+        reads -= {"rollout_is_threshold", "rollout_is_threshold_lower", "rollout_is_mode", "rollout_is_batch_normalize"}
+    if c.rollout_rs is None:
+        reads -= {"rollout_rs_threshold", "rollout_rs_threshold_lower"}
+    if not c.use_kl_loss:
+        reads -= {"use_bias_correction_kl"}
+    if "kl_coef" not in reads or "kl_coef" in c._off:
+        reads -= {"kl_penalty"}
+    if "loss_type" in reads and not isinstance(c.loss_type, tuple):
+        reads -= {"loss_weights"}
+    if c.f_divergence_type != "alpha_divergence":
+        reads -= {"f_alpha_divergence_coef"}
     return reads
 
 
@@ -498,6 +755,12 @@ def _hint(c, rec: Estimator, name: str) -> str:
         return ", or set overlong_buffer_len"
     if name == "max_response_length" and "overlong_buffer_len" in _reads(c):
         return ", or set overlong_buffer_len (DAPO's overlong shaping reads it)"
+    if name.startswith("rollout_is_") and "rollout_is" in _reads(c):
+        return ", or set rollout_is"
+    if name.startswith("rollout_rs_") and "rollout_rs" in _reads(c):
+        return ", or set rollout_rs"
+    if name == "use_bias_correction_kl" and "use_kl_loss" in _reads(c):
+        return ", or set use_kl_loss=True"
     return ""
 
 
@@ -511,7 +774,8 @@ def _validate(c) -> None:
 def _leaf_names(c) -> tuple:
     "The coefficients that are leaves: read by the configuration, not None, and not switched off by a host 0."
     reads = _reads(c)
-    return tuple(n for n in COEFFICIENTS if n in reads and getattr(c, n) is not None and n not in c._off)
+    return tuple(n for n in COEFFICIENTS if n in reads and getattr(c, n) is not None and n not in c._off
+                 and not isinstance(getattr(c, n), tuple))  # a tuple of thresholds (chained rejection) is static
 
 
 def _as_leaf(v):
@@ -549,7 +813,8 @@ jax.tree_util.register_pytree_with_keys(ObjectiveConfig, _flatten_with_keys, _un
 
 # %% ../../nbs/04a_objectives.ipynb #f2054729
 _ROLLOUT_FIELDS = ("mask", "old_log_probs", "rewards", "ref_log_probs", "token_rewards", "old_values",
-                   "behavior_log_probs", "advantages", "returns", "group_ids")
+                   "behavior_log_probs", "advantages", "returns", "group_ids", "rollout_is_weights",
+                   "reward_components", "reward_baselines", "sum_pi_squared")
 
 
 @functools.partial(jax.tree_util.register_dataclass, data_fields=list(_ROLLOUT_FIELDS), meta_fields=[])
@@ -581,6 +846,16 @@ class Rollout:
         [B] integer or None: the prompt each row was sampled for (verl's `uid`); group statistics are then
         taken over the rows that share an id, in any order and of any size. None: contiguous groups of
         `n_samples_per_prompt` rows. Passing the ids is the safe way: a wrong group size cannot pass
+    rollout_is_weights
+        [B, T] floating: filled in by `advantages` when a rollout correction is configured (`rollout_is`
+        or `tis_cap`): the detached weights that multiply the policy terms in stage 2
+    reward_components
+        [B, K] floating: several rewards per row (GDPO: a z-score per component and group)
+    reward_baselines
+        [B] floating: the reward of a baseline response per row (ReMax: the greedy response's reward)
+    sum_pi_squared
+        [B, T] floating: sum over the vocabulary of pi_old(v)^2 at each position (the optimal token
+        baseline; the logits layer computes it without [B, T, V])
     """
     mask: Any
     old_log_probs: Any = None
@@ -592,6 +867,10 @@ class Rollout:
     advantages: Any = None
     returns: Any = None
     group_ids: Any = None
+    rollout_is_weights: Any = None
+    reward_components: Any = None
+    reward_baselines: Any = None
+    sum_pi_squared: Any = None
 
 
 @functools.partial(jax.tree_util.register_dataclass, meta_fields=[],
@@ -666,7 +945,7 @@ def _rewards_of(fn: str, cfg, rollout: Rollout, keep):
 
 
 def _is_on(cfg, name: str) -> bool:
-    "Whether an off-at-zero coefficient (kl_coef, entropy_coeff) is on: anything but a host 0 (a traced value is on)."
+    "Whether a switch coefficient (kl_coef, entropy_coeff, top_entropy_quantile) is on: anything but its host off value."
     return name not in cfg._off
 
 
@@ -687,8 +966,49 @@ def _grouping(fn: str, cfg, rollout: Rollout, keep):
     return ids
 
 
+def _correction(cfg):
+    "The keyword arguments of `dew_rl.rollout_correction` this config asks for (tis_cap as its token case), or None."
+    if cfg.tis_cap is not None:
+        return dict(rollout_is="token", rollout_is_threshold=cfg.tis_cap, rollout_is_mode="truncate")
+    if cfg.rollout_is is None and cfg.rollout_rs is None:
+        return None
+    kw = {}
+    if cfg.rollout_is is not None:
+        kw.update(rollout_is=cfg.rollout_is, rollout_is_threshold=cfg.rollout_is_threshold,
+                  rollout_is_threshold_lower=cfg.rollout_is_threshold_lower, rollout_is_mode=cfg.rollout_is_mode,
+                  rollout_is_batch_normalize=cfg.rollout_is_batch_normalize)
+    if cfg.rollout_rs is not None:
+        kw.update(rollout_rs=cfg.rollout_rs, rollout_rs_threshold=cfg.rollout_rs_threshold,
+                  rollout_rs_threshold_lower=cfg.rollout_rs_threshold_lower)
+    return kw
+
+
 def _sg(tree):
     return jax.tree_util.tree_map(jax.lax.stop_gradient, tree)
+
+
+def rollout_correction_preset(name: str) -> dict:
+    """The config fields of one of verl's rollout-correction presets, to pass to any entry point.
+
+    Parameters
+    ----------
+    name
+        str: a key of `dew_rl.ROLLOUT_CORRECTION_PRESETS` (verl's `RolloutCorrectionConfig` factories,
+        e.g. "decoupled_token_is", "decoupled_geo_rs", "bypass_pg_is")
+
+    Returns
+    -------
+    dict
+        ObjectiveConfig fields: `rollout_is*`, `rollout_rs*`, `bypass_mode`, and `loss_mode="reinforce"` for
+        verl's policy-gradient bypass presets (`loss_type="reinforce"`); e.g.
+        `grpo(**rollout_correction_preset("decoupled_geo_rs_token_tis"))`
+    """
+    check_choice("rollout_correction_preset", "name", name, tuple(ROLLOUT_CORRECTION_PRESETS))
+    fields = dict(ROLLOUT_CORRECTION_PRESETS[name])
+    loss_type = fields.pop("loss_type", "ppo_clip")
+    if loss_type == "reinforce":
+        fields["loss_mode"] = "reinforce"
+    return {k: v for k, v in fields.items() if not (k in FIELD_DEFAULTS and v == FIELD_DEFAULTS[k])}
 
 # %% ../../nbs/04a_objectives.ipynb #6c2b6356
 def advantages(config, rollout, axis_name=None):
@@ -726,6 +1046,16 @@ def advantages(config, rollout, axis_name=None):
     if out.kept_rows is not None:  # rows that leave the loss (dynamic sampling): out of the mask and of every moment
         keep = keep & out.kept_rows[:, None]
         mask = jnp.where(out.kept_rows[:, None], mask, jnp.zeros((), mask.dtype))
+    corr, is_weights, corr_metrics = (None if cfg.bypass_mode else _correction(cfg)), None, {}
+    if corr is not None:  # the rollout correction of the whole batch: weights, rejection, mismatch diagnostics
+        why = "by the rollout correction (rollout_is, rollout_rs or tis_cap): the trainer's and the sampler's log-probs"
+        old = _token_field(fn, rollout, "old_log_probs", keep, why)
+        beh = _token_field(fn, rollout, "behavior_log_probs", keep, why)
+        is_weights, kept_tokens, found = rollout_correction(old, beh, keep, axis_name=axis_name, **corr)
+        if cfg.rollout_rs is not None:  # rejected tokens leave the mask: loss_counts of the result excludes them
+            keep = keep & (kept_tokens != 0)
+            mask = jnp.where(keep, mask, jnp.zeros((), mask.dtype))
+        corr_metrics = {f"rollout_corr/{k}": v for k, v in found.items()}
     raw = out.raw
     if cfg.custom_advantage is not None:
         raw = _select(fn, "custom_advantage(rollout, axis_name)", cfg.custom_advantage(rollout, axis_name), keep)
@@ -747,10 +1077,12 @@ def advantages(config, rollout, axis_name=None):
         "rollout/advantages_std": jnp.sqrt(adv_var).astype(ct),
         "rollout/valid_tokens": count,
         "rollout/zero_variance": (raw_var < VAR_FLOOR).astype(ct),
-        **{k: v if jnp.issubdtype(v.dtype, jnp.integer) else v.astype(ct) for k, v in (out.metrics or {}).items()},
+        **{k: v if jnp.issubdtype(v.dtype, jnp.integer) else v.astype(ct)
+           for k, v in {**(out.metrics or {}), **corr_metrics}.items()},
     }
     returns = None if out.returns is None else jax.lax.stop_gradient(jnp.where(keep, out.returns, 0))
-    ro = dataclasses.replace(rollout, mask=mask, advantages=jax.lax.stop_gradient(adv), returns=returns)
+    ro = dataclasses.replace(rollout, mask=mask, advantages=jax.lax.stop_gradient(adv), returns=returns,
+                             rollout_is_weights=None if is_weights is None else jax.lax.stop_gradient(is_weights))
     return ro, _sg(metrics)
 
 
@@ -811,7 +1143,7 @@ def _out_of_range(keep, *log_ratios):
     return keep & bad
 
 
-def loss(config, log_probs, rollout, axis_name=None, counts=None, values=None, entropy=None):
+def loss(config, log_probs, rollout, axis_name=None, counts=None, values=None, entropy=None, key=None):
     """Stage 2, per micro-batch: `pg + kl_loss_coef * kl - entropy_coeff * H + vf_coef * vf`, each `aggregate`d alike.
 
     Parameters
@@ -832,7 +1164,10 @@ def loss(config, log_probs, rollout, axis_name=None, counts=None, values=None, e
     values
         [B, T] floating or None: the critic's current predictions (PPO only; differentiated)
     entropy
-        [B, T] floating or None: the policy's per-token entropy; required unless `entropy_coeff` is a host 0
+        [B, T] floating or None: the policy's per-token entropy; required unless `entropy_coeff` is a host 0,
+        and when `top_entropy_quantile` < 1
+    key
+        jax.random key or None: for a loss mode that samples tokens (Clip-Cov); a run is reproducible from it
 
     Returns
     -------
@@ -845,7 +1180,10 @@ def loss(config, log_probs, rollout, axis_name=None, counts=None, values=None, e
     cfg, rec = _config(fn, config)
     keep, _ = _mask(fn, rollout)
     lp = _select(fn, "log_probs", log_probs, keep)
-    old = _token_field(fn, rollout, "old_log_probs", keep, f"by {rec.name} (the ratio's denominator)")
+    if cfg.bypass_mode:  # two policies: the sampler's log-probs are the ratio's denominator
+        old = _token_field(fn, rollout, "behavior_log_probs", keep, "by bypass_mode=True (the ratio's denominator)")
+    else:
+        old = _token_field(fn, rollout, "old_log_probs", keep, f"by {rec.name} (the ratio's denominator)")
     adv = _token_field(fn, rollout, "advantages", keep, "(call advantages(config, rollout) first)")
     if rec.value:
         check_present(fn, "values", values, f"by {rec.name} (the critic's current predictions)")
@@ -864,28 +1202,59 @@ def loss(config, log_probs, rollout, axis_name=None, counts=None, values=None, e
         return aggregate(x, keep, mode, axis_name=axis_name, norm=norm, counts=counts)
 
     policy = _LOSS_MODES[cfg.loss_mode]
-    terms, indicators = policy.fn(cfg, lp, old, adv, keep)
+    terms, indicators = policy.fn(cfg, lp, old, adv, keep, LossContext(rollout, axis_name, key))
     ratios = [lp - old]
-    if cfg.tis_cap is not None:
-        beh = _token_field(fn, rollout, "behavior_log_probs", keep, f"when tis_cap={_shown(cfg.tis_cap)} is set")
-        terms = terms * behavior_importance_weights(old, beh, keep, cfg.tis_cap).astype(terms.dtype)
-        ratios.append(old - beh)
+    ct = stat_dtype(lp.dtype)
+    extra = {}
+    corr = _correction(cfg)
+    if corr is not None and not cfg.bypass_mode and "rollout_is" in corr:   # decoupled: the weights of stage 1
+        w = _token_field(fn, rollout, "rollout_is_weights", keep, "by the rollout correction (call advantages(config, "
+                         "rollout) first: it computes the weights over the whole batch)")
+        terms = terms * jax.lax.stop_gradient(w).astype(terms.dtype)
+    if corr is not None and cfg.bypass_mode:   # bypass: the current policy against the sampler, in this micro-batch
+        w, kept_tokens, _ = rollout_correction(jax.lax.stop_gradient(lp), old, keep, axis_name=axis_name, **corr)
+        if w is not None:
+            terms = terms * w.astype(terms.dtype)
+        if cfg.rollout_rs is not None:
+            terms = jnp.where(kept_tokens != 0, terms, 0)
+            extra["train/rollout_rs_masked_fraction"] = agg((keep & (kept_tokens == 0)).astype(ct))
+    if cfg.off_policy_mask_threshold is not None:   # OPSM: rows with A < 0 that drifted too far from the sampler
+        beh = _token_field(fn, rollout, "behavior_log_probs", keep, "by off_policy_mask_threshold (OPSM compares the "
+                           "current policy with the sampler)")
+        kept_rows, found = opsm_mask(lp, beh, adv, keep, cfg.off_policy_mask_threshold, axis_name=axis_name)
+        terms = jnp.where(kept_rows != 0, terms, 0)
+        extra.update({f"train/{k}": v for k, v in found.items()})
+    if cfg.rollout_is is not None or cfg.tis_cap is not None or cfg.off_policy_mask_threshold is not None:
+        if rollout.behavior_log_probs is not None and not cfg.bypass_mode:
+            ratios.append(old - _token_field(fn, rollout, "behavior_log_probs", keep, ""))
+    top = None
+    if _is_on(cfg, "top_entropy_quantile"):   # "80/20": only the high-entropy tokens (a host 1.0 keeps them all)
+        check_present(fn, "entropy", entropy, "when top_entropy_quantile < 1 (the mask ranks the tokens' entropy)")
+        top, threshold = top_entropy_mask(jax.lax.stop_gradient(_select(fn, "entropy", entropy, keep)), keep,
+                                          cfg.top_entropy_quantile, axis_name=axis_name)
+        terms = jnp.where(top, terms, 0)
+        extra["train/entropy_threshold"] = threshold
+        extra["train/top_entropy_frac"] = agg(top.astype(ct))
     pg = agg(terms)
     total = pg
-    ct = stat_dtype(lp.dtype)
     metrics = {"train/pg_loss": pg, "train/pg_clipfrac": jnp.zeros((), ct), "train/pg_clipfrac_lower": jnp.zeros((), ct)}
     for name, metric in policy.metrics.items():
         metrics[metric] = agg(indicators[name].astype(ct))
     metrics["train/ppo_kl"] = agg(-token_log_ratio(lp, old).astype(ct))
     if cfg.use_kl_loss:
         ref = _token_field(fn, rollout, "ref_log_probs", keep, f"by use_kl_loss=True ({cfg.kl_loss_type} to the reference)")
-        kl = agg(kl_penalty(lp, ref, cfg.kl_loss_type))
+        if cfg.use_bias_correction_kl:   # r * kX, the gradient through r: unbiased off-policy
+            kl = agg(importance_weighted_kl(lp, old, ref, keep, cfg.kl_loss_type))
+        else:
+            kl = agg(kl_penalty(lp, ref, cfg.kl_loss_type))
         total = total + cfg.kl_loss_coef * kl
         metrics["train/kl_loss"] = kl
         ratios.append(lp - ref)
     metrics["train/log_ratio_clampfrac"] = agg(_out_of_range(keep, *ratios).astype(ct))
+    metrics.update({k: jnp.asarray(v).astype(ct) for k, v in extra.items()})
     if entropy is not None:
-        h = agg(_select(fn, "entropy", entropy, keep))
+        h_tok = _select(fn, "entropy", entropy, keep)
+        h = agg(h_tok if top is None else jnp.where(top, h_tok, 0))   # TRL: the bonus takes the same mask
         total = total - cfg.entropy_coeff * h
         metrics["train/entropy"] = h
     if rec.value:
@@ -930,25 +1299,30 @@ def objective(config, log_probs, rollout, axis_name=None, values=None, entropy=N
     return value, {**rollout_metrics, **train_metrics}
 
 
-def preference_loss(config, policy_chosen, policy_rejected, pairs):
-    """The DPO path: mean over pairs of `-log_sigmoid(beta * ((pc - rc) - (pr - rr)))`, summed masked log-probs.
+def preference_loss(config, policy_chosen, policy_rejected, pairs, axis_name=None):
+    """The DPO path: `dew_rl.dpo_loss` with the config's `loss_type` (TRL's names) and its parameters, per-token log-probs in.
 
     Parameters
     ----------
     config
-        ObjectiveConfig with advantage_estimator="dpo" (its `beta`)
+        ObjectiveConfig with advantage_estimator="dpo" (`beta`, `loss_type`, `label_smoothing`,
+        `f_divergence_type`, `f_alpha_divergence_coef`, `ld_alpha`, `use_weighting`, `discopop_tau`,
+        `loss_weights`)
     policy_chosen
         [P, T_c] floating: log pi_theta of the chosen responses' tokens (differentiated)
     policy_rejected
         [P, T_r] floating: log pi_theta of the rejected responses' tokens (differentiated)
     pairs
         PreferencePairs: the reference log-probs and masks
+    axis_name
+        str or None: the data-parallel axis the mean over pairs is taken over
 
     Returns
     -------
     tuple
-        (scalar loss, {"train/loss", "train/reward_margin" (mean of beta * Delta),
-        "train/reward_accuracy" (fraction of pairs with Delta > 0)}, float32, no gradient)
+        (scalar loss, {"train/loss", "train/reward_margin" (mean of beta * Delta), "train/reward_accuracy"
+        (fraction of pairs with Delta > 0), "train/empty_pairs" (pairs whose chosen and rejected responses are
+        both empty: left out of the mean, never averaged in)}, float32, no gradient)
     """
     fn = "preference_loss"
     cfg, _ = _config(fn, config, dpo=True)
@@ -956,8 +1330,13 @@ def preference_loss(config, policy_chosen, policy_rejected, pairs):
         raise ValueError(f"{fn}: `pairs` must be a PreferencePairs; got {type(pairs).__name__}")
     args = (policy_chosen, policy_rejected, pairs.ref_chosen, pairs.ref_rejected, pairs.mask_chosen,
             pairs.mask_rejected)
-    value = preference_logsigmoid(*args, cfg.beta)
+    value, found = dpo_loss(*args, beta=cfg.beta, loss_type=list(cfg.loss_type) if isinstance(cfg.loss_type, tuple)
+                            else cfg.loss_type, loss_weights=None if cfg.loss_weights is None else list(cfg.loss_weights),
+                            label_smoothing=cfg.label_smoothing, f_divergence_type=cfg.f_divergence_type,
+                            f_alpha_divergence_coef=cfg.f_alpha_divergence_coef, ld_alpha=cfg.ld_alpha,
+                            use_weighting=cfg.use_weighting, discopop_tau=cfg.discopop_tau, axis_name=axis_name)
     margin = preference_margin(*args).astype(jnp.float32)
     metrics = {"train/loss": value.astype(jnp.float32), "train/reward_margin": jnp.mean(cfg.beta * margin),
-               "train/reward_accuracy": jnp.mean((margin > 0).astype(jnp.float32))}
+               "train/reward_accuracy": jnp.mean((margin > 0).astype(jnp.float32)),
+               "train/empty_pairs": jnp.asarray(found["empty_pairs"]).astype(jnp.float32)}
     return value, _sg(metrics)

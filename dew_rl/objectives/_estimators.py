@@ -21,9 +21,15 @@ from .._advantages.rloo import rloo_advantage
 from .._advantages.normalize import global_masked_normalize
 from .._advantages.reinforce_pp import group_baseline_advantage, reinforce_plus_plus_returns
 from .._surrogates.ratios import sequence_log_ratio, token_log_ratio
-from .._surrogates.kl import k1_kl
+from .._surrogates.kl import kl_penalty, kl_shaped_sequence_rewards
 from .._surrogates.ppo import clipped_surrogate_terms
 from .._surrogates.soft import cispo_terms, sapo_terms
+from .._surrogates.weighted import (dppo_kl_terms, dppo_tv_terms, dro_terms, p3o_terms, reinforce_terms,
+                                         signed_cispo_terms, topr_terms, vespo_terms)
+from .._surrogates.trust_regions import clip_cov_terms, gmpo_terms, kl_cov_terms, sequence_product_terms
+from .._advantages.scaling import gdpo_advantage, gpg_advantage, opo_advantage, passk_advantage, remax_advantage
+from .._advantages.token_baselines import optimal_token_baseline_advantage
+from .._checks import as_float, check_present
 from ._core import (FIELD_DEFAULTS, AdvantageStage, ConfigFields, Estimator, ObjectiveConfig,
                                      PolicyStage, RawAdvantages, _COMMON, _ESTIMATORS, _LOSS_MODES, _is_on,
                                      register_estimator, register_loss_mode, _rewards_of, _token_field)
@@ -31,25 +37,30 @@ from ._core import (FIELD_DEFAULTS, AdvantageStage, ConfigFields, Estimator, Obj
 # %% auto #0
 __all__ = ['RFPP', 'RFPP_BASELINE', 'GROUP_Z', 'DAPO', 'RLOO', 'GAE', 'ESTIMATORS', 'GROUP_ESTIMATORS', 'RECIPES',
            'DEFAULT_AGGREGATION', 'fields_read', 'reinforce_plus_plus', 'reinforce_plus_plus_baseline', 'grpo',
-           'dr_grpo', 'dapo', 'gspo', 'sapo', 'cispo', 'rloo', 'ppo', 'dpo']
+           'dr_grpo', 'dapo', 'gspo', 'sapo', 'cispo', 'rloo', 'ppo', 'dpo', 'gdpo', 'opo', 'grpo_passk', 'gpg',
+           'remax', 'optimal_token_baseline']
 
 # %% ../../nbs/04b_estimators.ipynb #ad0a9236
-def _ppo_clip(cfg, lp, old, adv, keep):
+def _ppo_clip(cfg, lp, old, adv, keep, ctx):
     terms, ind = clipped_surrogate_terms(token_log_ratio(lp, old), adv, keep, epsilon_low=cfg.clip_ratio_low,
                                          epsilon_high=cfg.clip_ratio_high, dual_clip=cfg.clip_ratio_c)
     return terms, ind
 
 
-def _gspo_clip(cfg, lp, old, adv, keep):
+def _gspo_clip(cfg, lp, old, adv, keep, ctx):
     return clipped_surrogate_terms(sequence_log_ratio(lp, old, keep), adv, keep, epsilon_low=cfg.clip_ratio_low,
                                    epsilon_high=cfg.clip_ratio_high, dual_clip=cfg.clip_ratio_c)
 
 
-def _sapo_gate(cfg, lp, old, adv, keep):
+def _sapo_gate(cfg, lp, old, adv, keep, ctx):
     return sapo_terms(token_log_ratio(lp, old), adv, keep, tau_pos=cfg.tau_pos, tau_neg=cfg.tau_neg), {}
 
 
-def _cispo_weight(cfg, lp, old, adv, keep):
+def _reinforce(cfg, lp, old, adv, keep, ctx):
+    return reinforce_terms(lp, adv, keep), {}
+
+
+def _cispo_weight(cfg, lp, old, adv, keep, ctx):
     return cispo_terms(token_log_ratio(lp, old), lp, adv, keep, epsilon_low=cfg.cispo_epsilon_low,
                        epsilon_high=cfg.cispo_epsilon_high)
 
@@ -64,6 +75,85 @@ register_loss_mode("sapo", PolicyStage(_sapo_gate, ("tau_pos", "tau_neg"), types
 register_loss_mode("cispo", PolicyStage(_cispo_weight, ("cispo_epsilon_low", "cispo_epsilon_high"),
                                         types.MappingProxyType({"clipped": "train/pg_clipfrac"}),
                                         "arXiv:2506.13585v1 (MiniMax-M1, CISPO)"), replace=True)
+register_loss_mode("reinforce", PolicyStage(_reinforce, (), types.MappingProxyType({}),
+                                            "the policy gradient -A log pi, no ratio (verl's bypass `reinforce`, NeMo-RL's "
+                                            "`disable_ppo_ratio`); arXiv:2402.14740v2"), replace=True)
+
+# %% ../../nbs/04b_estimators.ipynb #64dc2ed5
+def _dro(cfg, lp, old, adv, keep, ctx):
+    return dro_terms(lp, old, adv, keep, cfg.dro_beta), {}
+
+
+def _dppo(terms_fn):
+    def stage(cfg, lp, old, adv, keep, ctx):
+        return terms_fn(lp, old, adv, keep, cfg.clip_ratio_low, cfg.clip_ratio_high,
+                        3.0 if cfg.clip_ratio_c is None else cfg.clip_ratio_c)
+    return stage
+
+
+def _geo_mean(cfg, lp, old, adv, keep, ctx):
+    return gmpo_terms(token_log_ratio(lp, old), adv, keep, cfg.clip_ratio_low, cfg.clip_ratio_high)
+
+
+def _sequence_product(cfg, lp, old, adv, keep, ctx):
+    return sequence_product_terms(token_log_ratio(lp, old), adv, keep, cfg.clip_ratio_low, cfg.clip_ratio_high,
+                                  cfg.clip_ratio_c)
+
+
+def _signed_cispo(cfg, lp, old, adv, keep, ctx):
+    return signed_cispo_terms(token_log_ratio(lp, old), lp, adv, keep, cfg.cispo_epsilon_low, cfg.cispo_epsilon_high)
+
+
+def _topr(cfg, lp, old, adv, keep, ctx):
+    scores = _rewards_of("loss", cfg, ctx.rollout, keep)
+    return topr_terms(token_log_ratio(lp, old), lp, adv, keep, scores, cfg.topr_positive_weight,
+                      cfg.topr_negative_weight)
+
+
+def _vespo(cfg, lp, old, adv, keep, ctx):
+    return vespo_terms(token_log_ratio(lp, old), lp, adv, keep, cfg.vespo_k_pos, cfg.vespo_lambda_pos,
+                       cfg.vespo_k_neg, cfg.vespo_lambda_neg), {}
+
+
+def _clip_cov(cfg, lp, old, adv, keep, ctx):
+    if ctx.key is None:
+        raise ValueError("loss: `key` is required by loss_mode='clip_cov' (its random subset of tokens); got None")
+    return clip_cov_terms(token_log_ratio(lp, old), lp, adv, keep, ctx.key, cfg.clip_ratio_low, cfg.clip_ratio_high,
+                          cfg.clip_cov_ratio, cfg.clip_cov_lb, cfg.clip_cov_ub, axis_name=ctx.axis_name)
+
+
+def _kl_cov(cfg, lp, old, adv, keep, ctx):
+    return kl_cov_terms(token_log_ratio(lp, old), lp, adv, keep, cfg.kl_cov_ratio, cfg.ppo_kl_coef,
+                        axis_name=ctx.axis_name)
+
+
+def _p3o(cfg, lp, old, adv, keep, ctx):
+    beh = _token_field("loss", ctx.rollout, "behavior_log_probs", keep, "by loss_mode='p3o' (its ESS is of the sampler)")
+    return p3o_terms(lp, beh, adv, keep, axis_name=ctx.axis_name)
+
+
+_NONE = types.MappingProxyType({})
+_FRAC = types.MappingProxyType({"clipped": "train/pg_clipfrac"})
+for _name, _stage in {
+    "dro": PolicyStage(_dro, ("dro_beta",), _NONE, "verl `dro`; Kimi k1.5, arXiv:2501.12599"),
+    "dppo_tv": PolicyStage(_dppo(dppo_tv_terms), _CLIP, types.MappingProxyType(
+        {"masked": "train/pg_clipfrac", "truncated": "train/pg_clipfrac_lower"}), "verl `dppo_tv`; arXiv:2602.04879v1"),
+    "dppo_kl": PolicyStage(_dppo(dppo_kl_terms), _CLIP, types.MappingProxyType(
+        {"masked": "train/pg_clipfrac", "truncated": "train/pg_clipfrac_lower"}), "verl `dppo_kl`; arXiv:2602.04879v1"),
+    "geo_mean": PolicyStage(_geo_mean, _CLIP[:2], _FRAC, "verl `geo_mean` (GMPO); arXiv:2507.20673v3"),
+    "sequence_product": PolicyStage(_sequence_product, _CLIP, _FRAC, "TRL RLOO's sequence-product ratio"),
+    "signed_cispo": PolicyStage(_signed_cispo, ("cispo_epsilon_low", "cispo_epsilon_high"), _FRAC,
+                                "Relax's sign-dependent CISPO bound"),
+    "topr": PolicyStage(_topr, ("topr_positive_weight", "topr_negative_weight"), _FRAC, "ROLL `topr`; arXiv:2503.14286"),
+    "vespo": PolicyStage(_vespo, ("vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg"), _NONE,
+                         "TRL `vespo`; arXiv:2602.10693v3"),
+    "clip_cov": PolicyStage(_clip_cov, ("clip_ratio_low", "clip_ratio_high", "clip_cov_ratio", "clip_cov_lb",
+                                        "clip_cov_ub"), types.MappingProxyType({"cov_clipped": "train/pg_clipfrac"}),
+                            "verl `clip_cov`; arXiv:2505.22617"),
+    "kl_cov": PolicyStage(_kl_cov, ("kl_cov_ratio", "ppo_kl_coef"), _NONE, "verl `kl_cov`; arXiv:2505.22617"),
+    "p3o": PolicyStage(_p3o, (), types.MappingProxyType({"capped": "train/pg_clipfrac"}), "Relax `p3o`; arXiv:2605.12380"),
+}.items():
+    register_loss_mode(_name, _stage, replace=True)
 
 # %% ../../nbs/04b_estimators.ipynb #fb83728f
 def _reward_metric(r, axis_name):
@@ -72,11 +162,12 @@ def _reward_metric(r, axis_name):
 
 
 def _k1_in_reward(fn, cfg, rollout, keep, axis_name):
-    "k1(old, ref) per token when the k1 reward shaping is on (kl_coef), with verl's `reward_kl_penalty` metric; else None."
+    "kX(old, ref) per token (`kl_penalty`, k1 by default) when the KL reward shaping is on, with verl's `reward_kl_penalty`; else None."
     if not _is_on(cfg, "kl_coef"):
         return None, {}
-    why = f"by {cfg.advantage_estimator} with kl_coef > 0 (k1 of old vs reference in the reward)"
-    kl = k1_kl(_token_field(fn, rollout, "old_log_probs", keep, why), _token_field(fn, rollout, "ref_log_probs", keep, why))
+    why = f"by {cfg.advantage_estimator} with kl_coef > 0 (the KL of old vs reference in the reward)"
+    kl = kl_penalty(_token_field(fn, rollout, "old_log_probs", keep, why),
+                    _token_field(fn, rollout, "ref_log_probs", keep, why), cfg.kl_penalty)
     kl = jnp.where(keep, kl, 0)
     current = aggregate(kl, keep, "seq-mean-token-mean", axis_name=axis_name)  # verl's current_kl
     return kl, {"rollout/reward_kl_penalty": current}
@@ -121,6 +212,11 @@ def _dapo_stage(cfg, rollout, keep, groups, axis_name):
 
 def _rloo_stage(cfg, rollout, keep, groups, axis_name):
     r = _rewards_of("advantages", cfg, rollout, keep)
+    if _is_on(cfg, "kl_coef"):   # TRL's RLOO: the row's summed KL leaves its reward before the baseline
+        why = "by rloo with kl_coef > 0 (the row's summed KL of old vs reference leaves its reward)"
+        r = kl_shaped_sequence_rewards(r, _token_field("advantages", rollout, "old_log_probs", keep, why),
+                                       _token_field("advantages", rollout, "ref_log_probs", keep, why), keep,
+                                       cfg.kl_coef, cfg.kl_penalty)
     return RawAdvantages(jnp.where(keep, rloo_advantage(r, groups)[:, None], 0), _reward_metric(r, axis_name))
 
 
@@ -150,7 +246,8 @@ def _bessel_whiten(cfg, raw, keep, axis_name):
 
 _GROUP_READS = ("n_samples_per_prompt", "reward_post_process", "custom_advantage")
 _Z = ("norm_adv_by_std_in_grpo",)
-RFPP = AdvantageStage(_rfpp_stage, ("normalize_advantages", "gamma", "kl_coef", "reward_post_process", "custom_advantage"),
+RFPP = AdvantageStage(_rfpp_stage, ("normalize_advantages", "gamma", "kl_coef", "kl_penalty", "reward_post_process",
+                                    "custom_advantage"),
                       ("rewards", "old_log_probs", "ref_log_probs"), normalise=_population_normalise,
                       metrics=("rollout/returns", "rollout/reward_kl_penalty"))
 RFPP_BASELINE = AdvantageStage(_baseline_stage, ("normalize_advantages", "n_samples_per_prompt"),
@@ -159,8 +256,9 @@ GROUP_Z = AdvantageStage(_group_stage, _Z + _GROUP_READS, ("rewards", "group_ids
 DAPO = AdvantageStage(_dapo_stage, _Z + _GROUP_READS + ("dynamic_sampling", "overlong_buffer_len",
                       "overlong_penalty_factor", "max_response_length"), ("rewards", "group_ids"), group=True,
                       metrics=("rollout/kept_groups",))
-RLOO = AdvantageStage(_rloo_stage, _GROUP_READS, ("rewards", "group_ids"), group=True)
-GAE = AdvantageStage(_gae_stage, ("normalize_advantages", "gamma", "lam", "kl_coef", "custom_advantage"),
+RLOO = AdvantageStage(_rloo_stage, _GROUP_READS + ("kl_coef", "kl_penalty"), ("rewards", "group_ids", "old_log_probs",
+                                                                         "ref_log_probs"), group=True)
+GAE = AdvantageStage(_gae_stage, ("normalize_advantages", "gamma", "lam", "kl_coef", "kl_penalty", "custom_advantage"),
                      ("token_rewards", "old_values", "old_log_probs", "ref_log_probs"), normalise=_bessel_whiten,
                      metrics=("rollout/returns", "rollout/reward_kl_penalty"))
 
@@ -257,9 +355,92 @@ register_estimator(Estimator(
 
 # %% ../../nbs/04b_estimators.ipynb #6e32ce65
 register_estimator(Estimator(
-    "dpo", None, recipe=dict(beta=0.1), default_agg=None, reads=("beta",),
+    "dpo", None, recipe=dict(beta=0.1), default_agg=None,
+    reads=("beta", "loss_type", "label_smoothing", "f_divergence_type", "f_alpha_divergence_coef", "ld_alpha",
+           "use_weighting", "discopop_tau", "loss_weights"),
     summary="-log_sigmoid(beta Delta) of summed log-prob margins, mean over pairs",
     source="arXiv:2305.18290, Eq. 7 (DPO; version not confirmed)"), replace=True)
+
+# %% ../../nbs/04b_estimators.ipynb #c63588a3
+def _components(fn, rollout, keep):
+    value = rollout.reward_components
+    check_present(fn, "rollout.reward_components", value, "by gdpo (the reward components of each row, [B, K])")
+    x = as_float(fn, "rollout.reward_components", value, allow_int=True)
+    if x.ndim != 2 or x.shape[0] != keep.shape[0]:
+        raise ValueError(f"{fn}: `rollout.reward_components` must be [B, K] with B = {keep.shape[0]}; got shape {list(x.shape)}")
+    return x
+
+
+def _gdpo_stage(cfg, rollout, keep, groups, axis_name):
+    comps = _components("advantages", rollout, keep)
+    w = None if cfg.gdpo_reward_weights is None else jnp.asarray(cfg.gdpo_reward_weights, jnp.float32)
+    adv = gdpo_advantage(comps, keep, groups, reward_weights=w, axis_name=axis_name)
+    total = comps.sum(-1) if w is None else comps @ w
+    return RawAdvantages(jnp.where(keep, adv, 0), _reward_metric(total, axis_name))
+
+
+def _opo_stage(cfg, rollout, keep, groups, axis_name):
+    r = _rewards_of("advantages", cfg, rollout, keep)
+    return RawAdvantages(jnp.where(keep, opo_advantage(r, keep, groups), 0), _reward_metric(r, axis_name))
+
+
+def _passk_stage(cfg, rollout, keep, groups, axis_name):
+    r = _rewards_of("advantages", cfg, rollout, keep)
+    a = passk_advantage(r, groups, normalise_by_std=cfg.norm_adv_by_std_in_grpo)
+    return RawAdvantages(jnp.where(keep, a[:, None], 0), _reward_metric(r, axis_name))
+
+
+def _gpg_stage(cfg, rollout, keep, groups, axis_name):
+    r = _rewards_of("advantages", cfg, rollout, keep)
+    return RawAdvantages(jnp.where(keep, gpg_advantage(r, groups, axis_name=axis_name)[:, None], 0),
+                         _reward_metric(r, axis_name))
+
+
+def _remax_stage(cfg, rollout, keep, groups, axis_name):
+    fn = "advantages"
+    r_tok = _token_field(fn, rollout, "token_rewards", keep, "by remax (the per-token rewards)", allow_int=True)
+    check_present(fn, "rollout.reward_baselines", rollout.reward_baselines, "by remax (the greedy response's reward)")
+    base = as_float(fn, "rollout.reward_baselines", rollout.reward_baselines, allow_int=True)
+    adv, returns = remax_advantage(r_tok, base, keep)
+    reward = aggregate(r_tok, keep, "seq-mean-token-sum", axis_name=axis_name)
+    return RawAdvantages(jnp.where(keep, adv, 0), reward, returns=returns)
+
+
+def _otb_stage(cfg, rollout, keep, groups, axis_name):
+    fn = "advantages"
+    r_tok = _token_field(fn, rollout, "token_rewards", keep, "by optimal_token_baseline (the per-token rewards)",
+                         allow_int=True)
+    old = _token_field(fn, rollout, "old_log_probs", keep, "by optimal_token_baseline (its weights W_t)")
+    s2 = _token_field(fn, rollout, "sum_pi_squared", keep, "by optimal_token_baseline (sum_v pi_v^2 per position)")
+    adv, returns = optimal_token_baseline_advantage(r_tok, keep, old, s2, groups)
+    reward = aggregate(r_tok, keep, "seq-mean-token-sum", axis_name=axis_name)
+    return RawAdvantages(jnp.where(keep, adv, 0), reward, returns=returns)
+
+
+_G = ("n_samples_per_prompt", "custom_advantage")
+for _name, _stage, _recipe, _summary, _source in (
+    ("gdpo", AdvantageStage(_gdpo_stage, _G + ("gdpo_reward_weights",), ("reward_components", "group_ids"), group=True),
+     dict(n_samples_per_prompt=8, loss_mode="vanilla"),
+     "a z-score per reward component and group, a weighted sum, whitened over the batch", "arXiv:2601.05242v1 (GDPO)"),
+    ("opo", AdvantageStage(_opo_stage, _G + ("reward_post_process",), ("rewards", "group_ids"), group=True),
+     dict(n_samples_per_prompt=8, loss_mode="vanilla"), "R minus the length-weighted mean of its group",
+     "arXiv:2505.23585v2 (OPO)"),
+    ("grpo_passk", AdvantageStage(_passk_stage, _G + ("reward_post_process", "norm_adv_by_std_in_grpo"),
+                                  ("rewards", "group_ids"), group=True),
+     dict(n_samples_per_prompt=8, loss_mode="vanilla"), "only the group's best row gets (r_max - r_2nd) [/ std]",
+     "arXiv:2503.19595 (Pass@k, as cited by verl)"),
+    ("gpg", AdvantageStage(_gpg_stage, _G + ("reward_post_process",), ("rewards", "group_ids"), group=True),
+     dict(n_samples_per_prompt=8, loss_mode="reinforce"), "alpha (R - group mean), alpha = B / #{R != 0}, with -A log pi",
+     "arXiv:2504.02546v3 (GPG)"),
+    ("remax", AdvantageStage(_remax_stage, ("custom_advantage",), ("token_rewards", "reward_baselines")),
+     dict(loss_mode="vanilla"), "the return to go minus the reward of a greedy response", "arXiv:2310.10505 (ReMax)"),
+    ("optimal_token_baseline", AdvantageStage(_otb_stage, _G, ("token_rewards", "old_log_probs", "sum_pi_squared",
+                                                                   "group_ids"), group=True),
+     dict(n_samples_per_prompt=8, loss_mode="vanilla"), "per-token baseline sum G_t W_t / sum W_t with W from sum pi^2",
+     "arXiv:2602.07078v1 (optimal token baseline)"),
+):
+    register_estimator(Estimator(_name, _stage, recipe=_recipe, default_agg="token-mean", summary=_summary,
+                                 source=_source), replace=True)
 
 # %% ../../nbs/04b_estimators.ipynb #81ffaec4
 ESTIMATORS = tuple(_ESTIMATORS)
@@ -517,4 +698,124 @@ def dpo(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig:
     Source
     ------
     arXiv:2305.18290, Eq. 7 (the arXiv version was not confirmed).
+    """
+
+@_entry_point("gdpo")
+def gdpo(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig:
+    """GDPO: a z-score per reward component and group, a weighted sum, whitened over the batch.
+
+    Parameters
+    ----------
+    **overrides
+        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads, with
+        the recipe's values as defaults)
+
+    Returns
+    -------
+    ObjectiveConfig
+        `ObjectiveConfig(advantage_estimator="gdpo", **overrides)`: every field left out takes the recipe's value
+
+    Source
+    ------
+    arXiv:2601.05242v1.
+    """
+
+@_entry_point("opo")
+def opo(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig:
+    """OPO: R minus the length-weighted mean reward of its group, no std.
+
+    Parameters
+    ----------
+    **overrides
+        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads, with
+        the recipe's values as defaults)
+
+    Returns
+    -------
+    ObjectiveConfig
+        `ObjectiveConfig(advantage_estimator="opo", **overrides)`: every field left out takes the recipe's value
+
+    Source
+    ------
+    arXiv:2505.23585v2, Section 3.
+    """
+
+@_entry_point("grpo_passk")
+def grpo_passk(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig:
+    """Pass@k (verl's `grpo_passk`): only the best row of a group gets (r_max - r_2nd), over the group std.
+
+    Parameters
+    ----------
+    **overrides
+        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads, with
+        the recipe's values as defaults)
+
+    Returns
+    -------
+    ObjectiveConfig
+        `ObjectiveConfig(advantage_estimator="grpo_passk", **overrides)`: every field left out takes the recipe's value
+
+    Source
+    ------
+    arXiv:2503.19595, as cited by verl.
+    """
+
+@_entry_point("gpg")
+def gpg(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig:
+    """GPG: alpha (R - group mean) with alpha = B / #{R != 0}, and the plain policy gradient -A log pi.
+
+    Parameters
+    ----------
+    **overrides
+        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads, with
+        the recipe's values as defaults)
+
+    Returns
+    -------
+    ObjectiveConfig
+        `ObjectiveConfig(advantage_estimator="gpg", **overrides)`: every field left out takes the recipe's value
+
+    Source
+    ------
+    arXiv:2504.02546v3.
+    """
+
+@_entry_point("remax")
+def remax(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig:
+    """ReMax: the return to go minus the reward of a greedy baseline response (`Rollout.reward_baselines`).
+
+    Parameters
+    ----------
+    **overrides
+        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads, with
+        the recipe's values as defaults)
+
+    Returns
+    -------
+    ObjectiveConfig
+        `ObjectiveConfig(advantage_estimator="remax", **overrides)`: every field left out takes the recipe's value
+
+    Source
+    ------
+    arXiv:2310.10505.
+    """
+
+@_entry_point("optimal_token_baseline")
+def optimal_token_baseline(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig:
+    """The optimal token baseline: per-token baseline from sum_v pi_v^2 (`Rollout.sum_pi_squared`).
+
+    Parameters
+    ----------
+    **overrides
+        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads, with
+        the recipe's values as defaults)
+
+    Returns
+    -------
+    ObjectiveConfig
+        `ObjectiveConfig(advantage_estimator="optimal_token_baseline", **overrides)`: every field left out takes the recipe's value
+
+    Source
+    ------
+    arXiv:2602.07078v1.
     """
