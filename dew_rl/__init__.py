@@ -23,8 +23,12 @@ __all__ = ['EmptyBatchError', 'AGGREGATION_MODES', 'STATS_EPS', 'LossCounts', 'a
            'p3o_terms', 'positive_example_nll_terms', 'reinforce_terms', 'signed_cispo_terms', 'topr_terms',
            'vespo_terms', 'clip_cov_terms', 'gmpo_terms', 'kl_cov_terms', 'm2po_clip_bounds', 'm2po_loss_mask',
            'm2po_terms', 'sequence_product_terms', 'EntropyControl', 'entropy_bonus_coef', 'entropy_control_init',
-           'entropy_control_update', 'masked_quantile', 'top_entropy_mask', 'VOCAB_CHUNK', 'entropy_from_logits',
-           'linear_log_probs_and_entropy', 'log_probs_from_logits']
+           'entropy_control_update', 'masked_quantile', 'top_entropy_mask', 'DISTILLATION_ADVANTAGE_KINDS',
+           'DISTILLATION_LOSS_KINDS', 'TOP_K_KL_TYPES', 'TOP_K_NORM_MODES', 'TOP_K_TAIL_FLOOR',
+           'distillation_advantage', 'distillation_kl_terms', 'top_k_kl', 'VOCAB_CHUNK', 'entropy_from_logits',
+           'linear_log_probs_and_entropy', 'log_probs_from_logits', 'linear_log_probs_at',
+           'linear_log_probs_on_support', 'linear_sampler_support', 'linear_sum_pi_squared', 'linear_top_k_log_probs',
+           'log_probs_at', 'log_probs_on_support', 'sampler_support', 'sum_pi_squared_from_logits', 'top_k_log_probs']
 
 # %% ../nbs/99_api.ipynb #c79b51bf
 __version__ = "0.1.0"
@@ -70,6 +74,14 @@ from ._surrogates.trust_regions import (clip_cov_terms, gmpo_terms, kl_cov_terms
                                              m2po_loss_mask, m2po_terms, sequence_product_terms)
 from ._logits import VOCAB_CHUNK, entropy_from_logits, linear_log_probs_and_entropy, log_probs_from_logits
 
+from ._surrogates.distill import (DISTILLATION_ADVANTAGE_KINDS, DISTILLATION_LOSS_KINDS, TOP_K_KL_TYPES,
+                                       TOP_K_NORM_MODES, TOP_K_TAIL_FLOOR, distillation_advantage,
+                                       distillation_kl_terms, top_k_kl)
+from ._logits import (VOCAB_CHUNK, entropy_from_logits, linear_log_probs_and_entropy, linear_log_probs_at,
+                            linear_log_probs_on_support, linear_sampler_support, linear_sum_pi_squared,
+                            linear_top_k_log_probs, log_probs_at, log_probs_from_logits, log_probs_on_support,
+                            sampler_support, sum_pi_squared_from_logits, top_k_log_probs)
+
 # %% ../nbs/99_api.ipynb #a9373c46
 _all_ = [
     # errors
@@ -109,6 +121,13 @@ _all_ = [
     # entropy
     "EntropyControl", "entropy_bonus_coef", "entropy_control_init", "entropy_control_update", "masked_quantile",
     "top_entropy_mask",
+
+    # distillation
+    "DISTILLATION_ADVANTAGE_KINDS", "DISTILLATION_LOSS_KINDS", "TOP_K_KL_TYPES", "TOP_K_NORM_MODES", "TOP_K_TAIL_FLOOR",
+    "distillation_advantage", "distillation_kl_terms", "top_k_kl",
     # from logits
     "VOCAB_CHUNK", "entropy_from_logits", "linear_log_probs_and_entropy", "log_probs_from_logits",
+    "linear_log_probs_at", "linear_log_probs_on_support", "linear_sampler_support", "linear_sum_pi_squared",
+    "linear_top_k_log_probs", "log_probs_at", "log_probs_on_support", "sampler_support",
+    "sum_pi_squared_from_logits", "top_k_log_probs",
 ]

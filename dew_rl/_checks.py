@@ -14,9 +14,9 @@ from jax.experimental import checkify
 
 # %% auto #0
 __all__ = ['shape_text', 'as_float', 'as_mask', 'as_ids', 'check_axes', 'check_ids_below', 'check_dim', 'check_rank',
-           'check_same_shape', 'check_rows', 'stat_dtype', 'check_number', 'check_int', 'check_flag', 'check_choice',
-           'as_groups', 'surrogate_inputs', 'check_clip_offsets', 'check_band', 'check_present', 'check_absent',
-           'check_whole_groups', 'EmptyBatchError', 'report_if_empty']
+           'check_same_shape', 'check_rows', 'stat_dtype', 'check_ids_or_padding', 'check_number', 'check_int',
+           'check_flag', 'check_choice', 'as_groups', 'surrogate_inputs', 'check_clip_offsets', 'check_band',
+           'check_present', 'check_absent', 'check_whole_groups', 'EmptyBatchError', 'report_if_empty']
 
 # %% ../nbs/00a_checks.ipynb #ac956435
 def shape_text(shape) -> str:
@@ -180,6 +180,16 @@ def check_rows(fn: str, name: str, x, rows: int, per: str = "reward") -> None:
 def stat_dtype(dtype) -> jnp.dtype:
     "The dtype statistics run in: at least float32, float64 when the input is float64."
     return jnp.promote_types(dtype, jnp.float32)
+
+# %% ../nbs/00a_checks.ipynb #2eb4afbb
+def check_ids_or_padding(fn: str, name: str, ids, size: int, what: str) -> None:
+    "`ValueError` unless host integer ids lie in `[-1, size)`, `-1` marking an empty slot; a JAX array passes unread."
+    if isinstance(ids, jax.Array):
+        return
+    a = np.asarray(ids)
+    if a.size and (a.min() < -1 or a.max() >= size):
+        raise ValueError(f"{fn}: `{name}` must lie in [0, {size}) ({what}), or be -1 for an empty slot; "
+                         f"got values in [{a.min()}, {a.max()}]")
 
 # %% ../nbs/00a_checks.ipynb #6d7f80e8
 def check_number(fn: str, name: str, value, ok, expect: str, static: bool = False) -> float | jax.Array:

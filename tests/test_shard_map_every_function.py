@@ -37,6 +37,13 @@ VERSIONS = rng.integers(-1, 6, size=(B, T)).astype(np.int32)
 
 DIFF = np.random.default_rng(1).random(B).astype(np.float32)
 
+TOK_IDS = np.stack([rng.choice(V, size=4, replace=False) for _ in range(B * T)]).reshape(B, T, 4).astype(np.int32)
+TOK_IDS[0, 0, -1] = -1
+_LS = LOGITS - np.log(np.exp(LOGITS).sum(-1, keepdims=True))
+TOPK_T = np.take_along_axis(_LS, np.argsort(-LOGITS, -1)[..., :4], -1).astype(np.float32)
+TOPK_S = (TOPK_T + rng.normal(size=TOPK_T.shape) * 0.5).astype(np.float32)
+TOPK_T[1, 2, -1] = -np.inf
+
 # name -> (function of the shard's arrays, the arrays, whether it takes axis_name="dp" and so is global)
 CASES = {
     "masked_mean": (lambda x, m: rl.masked_mean(x, m), (X, M), False),
@@ -153,8 +160,27 @@ CASES = {
     "entropy_control_update": (lambda x, m: rl.entropy_control_update(
         rl.entropy_control_init(0.01), jnp.where(m > 0, jnp.abs(x), 0).sum(), (m > 0).sum(), 0.8, axis_name="dp"),
         (X, M), True),
+
+    "log_probs_at": (lambda z, i: rl.log_probs_at(z, i), (LOGITS, TOK_IDS), False),
+    "linear_log_probs_at": (lambda h, w, i: rl.linear_log_probs_at(h, w, i, chunk_size=4), (HIDDEN, WEIGHT, TOK_IDS), False),
+    "top_k_log_probs": (lambda z: rl.top_k_log_probs(z, 3), (LOGITS,), False),
+    "linear_top_k_log_probs": (lambda h, w: rl.linear_top_k_log_probs(h, w, 3, chunk_size=4), (HIDDEN, WEIGHT), False),
+    "sum_pi_squared_from_logits": (lambda z: rl.sum_pi_squared_from_logits(z), (LOGITS,), False),
+    "linear_sum_pi_squared": (lambda h, w: rl.linear_sum_pi_squared(h, w, chunk_size=4), (HIDDEN, WEIGHT), False),
+    "log_probs_on_support": (lambda z, t, i: rl.log_probs_on_support(z, t, i), (LOGITS, TOKENS, TOK_IDS), False),
+    "linear_log_probs_on_support": (lambda h, w, t, i: rl.linear_log_probs_on_support(h, w, t, i, chunk_size=4),
+                                    (HIDDEN, WEIGHT, TOKENS, TOK_IDS), False),
+    "sampler_support": (lambda z: rl.sampler_support(z, top_k=4, top_p=0.7), (LOGITS,), False),
+    "linear_sampler_support": (lambda h, w: rl.linear_sampler_support(h, w, top_p=0.7, max_support=5, chunk_size=4),
+                               (HIDDEN, WEIGHT), False),
+    "distillation_advantage": (lambda y, z, m, x: rl.distillation_advantage(y, z, m, x, 0.5, "k3", 5.0), (Y, Z, M, X), False),
+    "distillation_kl_terms": (lambda y, z, m: rl.distillation_kl_terms(y, z, m, "k3+", 5.0), (Y, Z, M), False),
+    "top_k_kl": (lambda s, t, m: [rl.top_k_kl(s, t, m, k, n, 0.3, 0.4) for k in rl.TOP_K_KL_TYPES for n in rl.TOP_K_NORM_MODES],
+                 (TOPK_S, TOPK_T, M), False),
 }
-REPLICATED = {"linear_log_probs_and_entropy": 1}  # argument positions passed whole to every shard (the weight)
+REPLICATED = {"linear_log_probs_and_entropy": 1, "linear_log_probs_at": 1, "linear_top_k_log_probs": 1,
+              "linear_sum_pi_squared": 1, "linear_log_probs_on_support": 1, "linear_sampler_support": 1}
+# argument positions passed whole to every shard (the weight)
 
 PUBLIC_FUNCTIONS = sorted(n for n in rl.__all__ if inspect.isfunction(getattr(rl, n)))
 
