@@ -299,3 +299,158 @@ def test_dpo_sigmoid_against_float64_and_empty_pairs_are_reported():
     val, met = obj.preference_loss(obj.dpo(), f32(LP)[0::2], f32(LP)[1::2], pairs)
     assert float(val) == pytest.approx(want, rel=1e-5)
     assert float(met["train/empty_pairs"]) == float((~nonempty).sum())
+
+
+# ------------------------------------------------------------------------------------- on-policy distillation
+TEACH = OLD + rng.normal(0.0, 0.4, (B, T))
+_I = tuple(np.argwhere(K)[0])
+TEACH[_I] = OLD[_I] - 25.0              # beyond verl's loss_max_clamp of 10: the clamp must bite
+RO_T = dataclasses.replace(RO, teacher_log_probs=f32(TEACH))
+
+
+def test_on_policy_distillation_against_float64():
+    """Float64 reference: A = -clip(old - teacher, -10, 10) on kept tokens, no normalisation; PPO clip, token mean;
+    NaN/inf stored in the teacher's log-probs at masked positions reach neither the loss nor its gradient."""
+    cfg = obj.on_policy_distillation()
+    assert cfg.loss_max_clamp == 10.0 and cfg.loss_agg_mode == "token-mean" and cfg.loss_mode == "vanilla"
+    adv = np.where(K, -np.clip(OLD - TEACH, -10.0, 10.0), 0.0)
+    ro2, rmet, val, _, g = run(cfg, ro=RO_T)
+    np.testing.assert_allclose(np.asarray(ro2.advantages), adv, rtol=1e-5, atol=1e-6)
+    assert abs(adv).max() == 10.0
+    want, _ = ref.ref_loss(cfg, LP, M, OLD, adv)
+    assert val == pytest.approx(want, rel=1e-5)
+    assert np.isfinite(g).all() and (g[~K] == 0).all()
+    seq = np.where(K, TEACH - OLD, 0.0).sum(1)           # seq-mean-token-sum: every row counts, as in ReMax's metric
+    assert float(rmet["rollout/raw_reward"]) == pytest.approx(seq.mean(), rel=1e-5)
+
+
+def test_opd_kl_coef_adds_distillation_after_the_estimators_normalisation():
+    """Float64 reference: GRPO's advantage minus c * (old - teacher) per kept token (slime's order: after the
+    group z-score); the coefficient traces (a schedule does not recompile) and 0 switches the term off."""
+    want0 = grpo_adv()
+    for c in (0.25, 1.5):
+        ro2, rmet, *_ = run(obj.grpo(n_samples_per_prompt=G, opd_kl_coef=c), ro=RO_T)
+        np.testing.assert_allclose(np.asarray(ro2.advantages), want0 - c * np.where(K, OLD - TEACH, 0.0),
+                                   rtol=1e-5, atol=1e-5)
+        assert float(rmet["rollout/opd_reverse_kl"]) == pytest.approx((OLD - TEACH)[K].mean(), rel=1e-5)
+    # host 0: off, and the teacher's log-probs are not needed
+    ro0, rmet0, *_ = run(obj.grpo(n_samples_per_prompt=G, opd_kl_coef=0.0))
+    assert "rollout/opd_reverse_kl" not in rmet0
+    np.testing.assert_allclose(np.asarray(ro0.advantages), want0, rtol=1e-5, atol=1e-6)
+    step = jax.jit(lambda cfg: obj.advantages(cfg, RO_T)[0].advantages)
+    outs = [np.asarray(step(obj.grpo(n_samples_per_prompt=G, opd_kl_coef=jnp.float32(c)))) for c in (0.1, 0.2, 0.3)]
+    assert step._cache_size() == 1
+    np.testing.assert_allclose(outs[2] - outs[0], -0.2 * np.where(K, OLD - TEACH, 0.0), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kw, piece", [
+    (dict(opd_kl_coef=-0.1), "opd_kl_coef"),
+    (dict(loss_max_clamp=5.0), "loss_max_clamp"),            # no distillation term: the clamp is never read
+    (dict(opd_kl_coef=0.1, loss_max_clamp=0.0), "loss_max_clamp"),
+])
+def test_bad_distillation_fields(kw, piece):
+    with pytest.raises(ValueError, match=piece):
+        obj.grpo(n_samples_per_prompt=G, **kw)
+
+
+def test_distillation_fields_missing_or_misplaced_are_named():
+    with pytest.raises(ValueError, match="opd_kl_coef"):
+        obj.on_policy_distillation(opd_kl_coef=0.1)        # the estimator is the distillation term already
+    with pytest.raises(ValueError, match="teacher_log_probs"):
+        obj.advantages(obj.on_policy_distillation(), RO)
+    with pytest.raises(ValueError, match="teacher_log_probs"):
+        obj.advantages(obj.grpo(n_samples_per_prompt=G, opd_kl_coef=0.1), RO)
+    assert "opd_kl_coef" not in obj.fields_read("on_policy_distillation")
+    assert "loss_max_clamp" in obj.fields_read("on_policy_distillation")
+
+
+# ------------------------------------------------------------------------ group scalings, VAPO's NLL, M2PO
+def _group_rows():
+    return [np.arange(g * G, (g + 1) * G) for g in range(B // G)]
+
+
+def test_scale_rewards_batch_against_float64():
+    """Float64 reference (TRL's scale_rewards='batch'): (R_i - group mean) / (std of every reward, ddof 1, + 1e-4)."""
+    want = np.zeros(B)
+    for rows in _group_rows():
+        want[rows] = R[rows] - R[rows].mean()
+    want /= R.std(ddof=1) + 1e-4
+    ro2, *_ = run(obj.grpo(n_samples_per_prompt=G, scale_rewards="batch"))
+    np.testing.assert_allclose(np.asarray(ro2.advantages), np.where(K, want[:, None], 0.0), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("normalise", [True, False])
+def test_leave_one_out_baseline_against_float64(normalise):
+    """Float64 reference (NeMo-RL's GRPO): R_i minus the others' mean, over the others' std (ddof 1, + 1e-6) where
+    it is > 0; not rescaled where it is 0."""
+    want = np.zeros(B)
+    for rows in _group_rows():
+        for i in rows:
+            others = R[[j for j in rows if j != i]]
+            a = R[i] - others.mean()
+            s = others.std(ddof=1)
+            want[i] = a / (s + 1e-6) if normalise and s > 0 else a
+    cfg = obj.grpo(n_samples_per_prompt=G, use_leave_one_out_baseline=True, norm_adv_by_std_in_grpo=normalise)
+    ro2, *_ = run(cfg)
+    np.testing.assert_allclose(np.asarray(ro2.advantages), np.where(K, want[:, None], 0.0), rtol=1e-5, atol=1e-6)
+
+
+def test_positive_example_nll_against_float64():
+    """Float64 reference (VAPO, NeMo-RL's weight): GRPO's loss + w * mean over the kept tokens of rewarded rows of
+    -log pi; its gradient there is -w / count; with no rewarded row the term is 0, never NaN."""
+    w = 0.7
+    cfg = obj.grpo(n_samples_per_prompt=G, positive_example_nll_weight=w)
+    base, _ = ref.ref_loss(obj.grpo(n_samples_per_prompt=G), LP, M, OLD, grpo_adv())
+    pos = K & (R > 0)[:, None]
+    nll = -LP[pos].mean()
+    _, _, val, tmet, g = run(cfg)
+    assert val == pytest.approx(base + w * nll, rel=1e-5)
+    assert float(tmet["train/positive_nll"]) == pytest.approx(nll, rel=1e-5)
+    g0 = run(obj.grpo(n_samples_per_prompt=G))[4]
+    np.testing.assert_allclose((g - g0)[pos], -w / pos.sum(), rtol=1e-4)
+    assert np.abs(g - g0)[~pos].max() < 1e-7
+    ro0 = dataclasses.replace(RO, rewards=jnp.zeros(B))
+    _, _, val0, tmet0, g0 = run(cfg, ro=ro0)
+    assert np.isfinite(val0) and float(tmet0["train/positive_nll"]) == 0.0 and np.isfinite(g0).all()
+
+
+def test_m2_threshold_masks_in_stage_one_against_float64():
+    """Float64 reference (AReaL's M2PO mask): the kept tokens are the largest prefix of the ascending
+    (behaviour - proximal)^2 whose mean is below the threshold; they leave the mask and the loss's counts."""
+    tau = 0.03
+    d2 = np.where(K, (BEH - OLD) ** 2, np.inf)[K]
+    order = np.sort(d2)
+    means = np.cumsum(order) / np.arange(1, order.size + 1)
+    n = max(1, int((means < tau).sum()))
+    keep = K & ((BEH - OLD) ** 2 <= order[n - 1])
+    assert 0 < n < K.sum()            # the mask bites, and leaves something
+    ro2, rmet, *_ = run(obj.grpo(n_samples_per_prompt=G, m2_threshold=tau))
+    np.testing.assert_array_equal(np.asarray(ro2.mask) != 0, keep)
+    assert float(rmet["rollout/m2po_masked_fraction"]) == pytest.approx(1 - keep.sum() / K.sum(), rel=1e-6)
+    assert int(obj.loss_counts(ro2).tokens) == keep.sum()
+
+
+def test_m2po_loss_mode_is_wired_to_its_function():
+    """Wiring check: loss_mode='m2po' is aggregate(m2po_terms(lp - old, A, mask, kl2_budget, miniclip_low, _high))."""
+    cfg = obj.grpo(n_samples_per_prompt=G, loss_mode="m2po", kl2_budget=0.01, miniclip_low=0.2, miniclip_high=0.4)
+    ro2, _, val, tmet, _ = run(cfg)
+    terms, ind = rl.m2po_terms(f32(LP) - f32(OLD), ro2.advantages, K, 0.01, 0.2, 0.4)
+    want = rl.aggregate(terms, K, cfg.loss_agg_mode)
+    assert val == pytest.approx(float(want), rel=1e-6)
+    assert float(tmet["train/pg_clipfrac"]) == pytest.approx(float(rl.aggregate(ind["clipped"].astype(jnp.float32), K,
+                                                                                   cfg.loss_agg_mode)), rel=1e-6)
+
+
+@pytest.mark.parametrize("kw, piece", [
+    (dict(scale_rewards="group"), "norm_adv_by_std_in_grpo"),
+    (dict(scale_rewards="batch", use_leave_one_out_baseline=True), "use_leave_one_out_baseline"),
+    (dict(loss_mode="m2po"), "kl2_budget"),
+    (dict(m2_threshold=0.0), "m2_threshold"),
+    (dict(positive_example_nll_weight=-1.0), "positive_example_nll_weight"),
+    (dict(miniclip_high=0.1), "miniclip_high"),     # read only by loss_mode='m2po'
+])
+def test_bad_frontier_fields(kw, piece):
+    with pytest.raises(ValueError, match=piece):
+        obj.grpo(n_samples_per_prompt=G, **kw)
+    with pytest.raises(ValueError, match="scale_rewards"):
+        obj.rloo(n_samples_per_prompt=G, scale_rewards="batch")   # not a group z-score estimator

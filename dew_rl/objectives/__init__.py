@@ -9,7 +9,7 @@ __all__ = ['EmptyBatchError', 'COEFFICIENTS', 'ESTIMATOR_RECORDS', 'FIELD_DEFAUL
            'register_estimator', 'register_loss_mode', 'rollout_correction_preset', 'DEFAULT_AGGREGATION', 'ESTIMATORS',
            'GROUP_ESTIMATORS', 'RECIPES', 'fields_read', 'reinforce_plus_plus', 'reinforce_plus_plus_baseline', 'grpo',
            'dr_grpo', 'dapo', 'gspo', 'sapo', 'cispo', 'rloo', 'ppo', 'dpo', 'gdpo', 'opo', 'grpo_passk', 'gpg',
-           'remax', 'optimal_token_baseline']
+           'remax', 'optimal_token_baseline', 'on_policy_distillation']
 
 # %% ../../nbs/04d_objectives_api.ipynb #83f76ff0
 from .._checks import EmptyBatchError
@@ -20,7 +20,7 @@ from ._core import (COEFFICIENTS, ESTIMATOR_RECORDS, FIELD_DEFAULTS, LOSS_MODES,
                                      rollout_correction_preset)
 from ._estimators import (DEFAULT_AGGREGATION, ESTIMATORS, GROUP_ESTIMATORS, RECIPES, cispo, dapo,
                                            dpo, dr_grpo, fields_read, gdpo, gpg, grpo, grpo_passk, gspo, opo,
-                                           optimal_token_baseline, ppo, reinforce_plus_plus, reinforce_plus_plus_baseline,
+                                           on_policy_distillation, optimal_token_baseline, ppo, reinforce_plus_plus, reinforce_plus_plus_baseline,
                                            remax, rloo, sapo)
 
 _all_ = ["EmptyBatchError", "COEFFICIENTS", "ESTIMATOR_RECORDS", "FIELD_DEFAULTS", "LOSS_MODES", "ROLLOUT_MODES",
@@ -28,4 +28,5 @@ _all_ = ["EmptyBatchError", "COEFFICIENTS", "ESTIMATOR_RECORDS", "FIELD_DEFAULTS
          "RawAdvantages", "Rollout", "advantages", "loss", "loss_counts", "loss_norm", "objective", "preference_loss",
          "register_estimator", "register_loss_mode", "rollout_correction_preset", "DEFAULT_AGGREGATION", "ESTIMATORS", "GROUP_ESTIMATORS", "RECIPES",
          "fields_read", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "grpo", "dr_grpo", "dapo", "gspo", "sapo",
-         "cispo", "rloo", "ppo", "dpo", "gdpo", "opo", "grpo_passk", "gpg", "remax", "optimal_token_baseline"]
+         "cispo", "rloo", "ppo", "dpo", "gdpo", "opo", "grpo_passk", "gpg", "remax", "optimal_token_baseline",
+         "on_policy_distillation"]

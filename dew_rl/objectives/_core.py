@@ -28,6 +28,9 @@ from .._surrogates.off_policy import importance_weighted_kl
 from .._surrogates.preference import preference_margin
 from .._surrogates.preference_family import DPO_LOSS_TYPES, F_DIVERGENCE_TYPES, dpo_loss
 from .._surrogates.entropy import top_entropy_mask
+from .._surrogates.distill import distillation_advantage
+from .._surrogates.weighted import positive_example_nll_terms
+from .._surrogates.trust_regions import m2po_loss_mask
 
 # %% auto #0
 __all__ = ['ESTIMATOR_RECORDS', 'LOSS_MODES', 'ROLLOUT_MODES', 'FIELD_DEFAULTS', 'COEFFICIENTS', 'RawAdvantages',
@@ -59,6 +62,7 @@ class AdvantageStage(NamedTuple):
     group: bool = False          # a group statistic: n_samples_per_prompt >= 2, whole groups in a shard
     normalise: Callable | None = None
     metrics: tuple = ()          # the rollout/* metrics it adds to the common ones
+    excludes: tuple = ()         # common fields it never reads (on_policy_distillation: opd_kl_coef, itself)
 
 
 class LossContext(NamedTuple):
@@ -163,7 +167,9 @@ FIELD_DEFAULTS = types.MappingProxyType(dict(
     vespo_k_pos=2.0, vespo_lambda_pos=3.0, vespo_k_neg=3.0, vespo_lambda_neg=2.0, clip_cov_ratio=2e-4,
     clip_cov_lb=1.0, clip_cov_ub=5.0, kl_cov_ratio=2e-4, ppo_kl_coef=0.1, gdpo_reward_weights=None,
     loss_type="sigmoid", label_smoothing=0.0, f_divergence_type="reverse_kl", f_alpha_divergence_coef=0.5,
-    ld_alpha=None, use_weighting=False, discopop_tau=0.05, loss_weights=None,
+    ld_alpha=None, use_weighting=False, discopop_tau=0.05, loss_weights=None, opd_kl_coef=0.0, loss_max_clamp=None,
+    scale_rewards=None, use_leave_one_out_baseline=False, positive_example_nll_weight=0.0, m2_threshold=None,
+    kl2_budget=None, miniclip_low=0.3, miniclip_high=0.5,
 ))
 
 # The real-valued coefficients: the leaves of the config as a pytree (when read and not None).
@@ -174,9 +180,11 @@ COEFFICIENTS = ("kl_coef", "kl_loss_coef", "entropy_coeff", "vf_coef", "clip_rat
                 "off_policy_mask_threshold", "top_entropy_quantile", "dro_beta", "topr_positive_weight",
                 "topr_negative_weight", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg",
                 "clip_cov_lb", "clip_cov_ub", "ppo_kl_coef", "label_smoothing", "f_alpha_divergence_coef", "ld_alpha",
-                "discopop_tau")
+                "discopop_tau", "opd_kl_coef", "loss_max_clamp", "positive_example_nll_weight", "kl2_budget",
+                "miniclip_low", "miniclip_high")
 # Coefficients whose host value switches their term off (so that its inputs are not needed): the value that does.
-_OFF_AT = types.MappingProxyType({"kl_coef": 0.0, "entropy_coeff": 0.0, "top_entropy_quantile": 1.0})
+_OFF_AT = types.MappingProxyType({"kl_coef": 0.0, "entropy_coeff": 0.0, "top_entropy_quantile": 1.0,
+                                  "opd_kl_coef": 0.0, "positive_example_nll_weight": 0.0})
 
 
 class _Unset:
@@ -260,6 +268,15 @@ class ConfigFields(TypedDict, total=False):
     use_weighting: bool
     discopop_tau: float
     loss_weights: tuple | None
+    opd_kl_coef: float
+    loss_max_clamp: float | None
+    scale_rewards: str | None
+    use_leave_one_out_baseline: bool
+    positive_example_nll_weight: float
+    m2_threshold: float | None
+    kl2_budget: float | None
+    miniclip_low: float
+    miniclip_high: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -411,6 +428,33 @@ class ObjectiveConfig:
         float > 0: DiscoPOP's temperature (TRL)
     loss_weights
         tuple of floats or None: the weight of each loss of a tuple `loss_type` (TRL's multi-loss, MPO)
+    opd_kl_coef
+        float >= 0: on-policy distillation added to any estimator's advantage (slime's and Relax's
+        `opd_kl_coef`): `A - opd_kl_coef * sg(old - teacher)` per token, after the estimator's own
+        normalisation; a host 0 switches it off (no teacher log-probs needed)
+    loss_max_clamp
+        float > 0 or None: clamp the per-token distillation estimate to [-c, c] first (verl's
+        `loss_max_clamp`; read by `on_policy_distillation` and with `opd_kl_coef` on)
+    scale_rewards
+        None or "batch": TRL's `scale_rewards="batch"` ("Lite PPO"), the group-centred reward over the
+        standard deviation of the whole batch (GRPO family, with norm_adv_by_std_in_grpo=True); TRL's
+        "group" and "none" are verl's norm_adv_by_std_in_grpo True and False
+    use_leave_one_out_baseline
+        bool: NeMo-RL's GRPO advantage, minus the mean of the other rows of the group, over their std
+        when norm_adv_by_std_in_grpo (GRPO family)
+    positive_example_nll_weight
+        float >= 0: NeMo-RL's weight of VAPO's NLL on the rewarded responses, `+ w * token_mean(-log pi)`
+        over the tokens of rows with reward > 0; a host 0 switches it off
+    m2_threshold
+        float > 0 or None: AReaL's M2PO mask, in stage 1: drop the tokens of largest
+        (behaviour - old)^2 until the mean of the rest is below it (old_log_probs is the proximal policy)
+    kl2_budget
+        float >= 0 or None: Relax's M2PO budget on the harmful tokens' mean squared log ratio; required by
+        loss_mode="m2po"
+    miniclip_low
+        float in [0, 1]: Relax's M2PO floor of the lower clip offset (loss_mode="m2po")
+    miniclip_high
+        float >= 0: Relax's M2PO floor of the upper clip offset (loss_mode="m2po")
     """
     advantage_estimator: str
     n_samples_per_prompt: int = _UNSET
@@ -480,6 +524,15 @@ class ObjectiveConfig:
     use_weighting: bool = _UNSET
     discopop_tau: float = _UNSET
     loss_weights: tuple | None = _UNSET
+    opd_kl_coef: float = _UNSET
+    loss_max_clamp: float | None = _UNSET
+    scale_rewards: str | None = _UNSET
+    use_leave_one_out_baseline: bool = _UNSET
+    positive_example_nll_weight: float = _UNSET
+    m2_threshold: float | None = _UNSET
+    kl2_budget: float | None = _UNSET
+    miniclip_low: float = _UNSET
+    miniclip_high: float = _UNSET
     # the estimator whose recipe the fields were resolved for, and the coefficients switched off by a host 0
     _recipe_of: str | None = dataclasses.field(default=None, repr=False, compare=False, kw_only=True)
     _off: frozenset = dataclasses.field(default=frozenset(), init=False, repr=False, compare=False)
@@ -495,7 +548,8 @@ _COMMON = ("loss_mode", "loss_agg_mode", "calculate_per_token_loss", "loss_agg_n
            "tis_cap", "entropy_coeff", "context_parallel_size", "rollout_mode", "use_kl_loss", "kl_loss_type",
            "kl_loss_coef", "rollout_is", "rollout_is_threshold", "rollout_is_threshold_lower", "rollout_is_mode",
            "rollout_is_batch_normalize", "rollout_rs", "rollout_rs_threshold", "rollout_rs_threshold_lower",
-           "bypass_mode", "off_policy_mask_threshold", "use_bias_correction_kl", "top_entropy_quantile")
+           "bypass_mode", "off_policy_mask_threshold", "use_bias_correction_kl", "top_entropy_quantile",
+           "opd_kl_coef", "loss_max_clamp", "positive_example_nll_weight", "m2_threshold")
 
 
 def _is_array(v) -> bool:
@@ -590,7 +644,8 @@ def _check_frontier(c) -> None:
     check_number(f, "top_entropy_quantile", c.top_entropy_quantile, lambda v: 0.0 < v <= 1.0, "in (0, 1]")
     for name in ("dro_beta", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg", "discopop_tau"):
         check_number(f, name, getattr(c, name), lambda v: 0.0 < v < np.inf, "a positive finite number")
-    for name in ("topr_positive_weight", "topr_negative_weight", "ppo_kl_coef", "clip_cov_lb", "clip_cov_ub"):
+    for name in ("topr_positive_weight", "topr_negative_weight", "ppo_kl_coef", "clip_cov_lb", "clip_cov_ub",
+                 "opd_kl_coef"):
         check_number(f, name, getattr(c, name), lambda v: 0.0 <= v < np.inf, "a finite number >= 0")
     for name in ("clip_cov_ratio", "kl_cov_ratio"):
         check_number(f, name, getattr(c, name), lambda v: 0.0 < v <= 1.0, "in (0, 1]", static=True)
@@ -609,6 +664,31 @@ def _check_frontier(c) -> None:
                 "set label_smoothing, e.g. 1e-3 (the EXO paper's suggestion)")
     check_choice(f, "f_divergence_type", c.f_divergence_type, F_DIVERGENCE_TYPES)
     check_number(f, "f_alpha_divergence_coef", c.f_alpha_divergence_coef, lambda v: 0.0 < v < 1.0, "in (0, 1)")
+    check_number(f, "positive_example_nll_weight", c.positive_example_nll_weight, lambda v: 0.0 <= v < np.inf,
+                 "a finite number >= 0")
+    check_flag(f, "use_leave_one_out_baseline", c.use_leave_one_out_baseline)
+    if c.scale_rewards is not None:
+        if c.scale_rewards in ("group", "none", True, False):
+            _reject("scale_rewards", c.scale_rewards, "is TRL's spelling of verl's norm_adv_by_std_in_grpo",
+                    f"use norm_adv_by_std_in_grpo={c.scale_rewards in ('group', True)} (scale_rewards takes only 'batch')")
+        check_choice(f, "scale_rewards", c.scale_rewards, ("batch",))
+        if not c.norm_adv_by_std_in_grpo:
+            _reject("scale_rewards", c.scale_rewards, "with norm_adv_by_std_in_grpo=False: 'batch' divides by the "
+                    "batch std, centring alone divides by nothing", "drop one of the two")
+        if c.use_leave_one_out_baseline:
+            _reject("scale_rewards", c.scale_rewards, "with use_leave_one_out_baseline=True: NeMo-RL's advantage "
+                    "divides by the std of the other rows of the group", "drop one of the two")
+    if c.m2_threshold is not None:
+        check_number(f, "m2_threshold", c.m2_threshold, lambda v: 0.0 < v < np.inf, "None or a positive finite number")
+    if c.kl2_budget is not None:
+        check_number(f, "kl2_budget", c.kl2_budget, lambda v: 0.0 <= v < np.inf, "None or a finite number >= 0")
+    check_number(f, "miniclip_low", c.miniclip_low, lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
+    check_number(f, "miniclip_high", c.miniclip_high, lambda v: 0.0 <= v < np.inf, "a finite number >= 0")
+    if c.loss_mode == "m2po" and c.kl2_budget is None:
+        _reject("kl2_budget", None, "with loss_mode='m2po': Relax's M2PO clips to a second-moment budget",
+                "set kl2_budget (e.g. 0.04)")
+    if c.loss_max_clamp is not None:
+        check_number(f, "loss_max_clamp", c.loss_max_clamp, lambda v: 0.0 < v < np.inf, "None or a positive finite number")
     if c.ld_alpha is not None:
         check_number(f, "ld_alpha", c.ld_alpha, lambda v: 0.0 <= v <= 1.0, "None or in [0, 1]")
     check_flag(f, "use_weighting", c.use_weighting)
@@ -722,6 +802,10 @@ def _reads(c) -> set:
         reads -= {"loss_weights"}
     if c.f_divergence_type != "alpha_divergence":
         reads -= {"f_alpha_divergence_coef"}
+    if rec.advantage is not None:
+        reads -= set(rec.advantage.excludes)
+    if ("opd_kl_coef" not in reads or "opd_kl_coef" in c._off) and not (rec.advantage and "loss_max_clamp" in rec.advantage.reads):
+        reads -= {"loss_max_clamp"}
     return reads
 
 
@@ -761,6 +845,10 @@ def _hint(c, rec: Estimator, name: str) -> str:
         return ", or set rollout_rs"
     if name == "use_bias_correction_kl" and "use_kl_loss" in _reads(c):
         return ", or set use_kl_loss=True"
+    if name in ("kl2_budget", "miniclip_low", "miniclip_high") and "loss_mode" in _reads(c):
+        return ", or use loss_mode='m2po'"
+    if name == "loss_max_clamp" and "opd_kl_coef" in _reads(c):
+        return ", or set opd_kl_coef > 0"
     return ""
 
 
@@ -814,7 +902,7 @@ jax.tree_util.register_pytree_with_keys(ObjectiveConfig, _flatten_with_keys, _un
 # %% ../../nbs/04a_objectives.ipynb #f2054729
 _ROLLOUT_FIELDS = ("mask", "old_log_probs", "rewards", "ref_log_probs", "token_rewards", "old_values",
                    "behavior_log_probs", "advantages", "returns", "group_ids", "rollout_is_weights",
-                   "reward_components", "reward_baselines", "sum_pi_squared")
+                   "reward_components", "reward_baselines", "sum_pi_squared", "teacher_log_probs")
 
 
 @functools.partial(jax.tree_util.register_dataclass, data_fields=list(_ROLLOUT_FIELDS), meta_fields=[])
@@ -856,6 +944,9 @@ class Rollout:
     sum_pi_squared
         [B, T] floating: sum over the vocabulary of pi_old(v)^2 at each position (the optimal token
         baseline; the logits layer computes it without [B, T, V])
+    teacher_log_probs
+        [B, T] floating: a teacher's log-probs of the sampled tokens (on-policy distillation:
+        `on_policy_distillation`, or `opd_kl_coef` on top of any estimator)
     """
     mask: Any
     old_log_probs: Any = None
@@ -871,6 +962,7 @@ class Rollout:
     reward_components: Any = None
     reward_baselines: Any = None
     sum_pi_squared: Any = None
+    teacher_log_probs: Any = None
 
 
 @functools.partial(jax.tree_util.register_dataclass, meta_fields=[],
@@ -1056,12 +1148,28 @@ def advantages(config, rollout, axis_name=None):
             keep = keep & (kept_tokens != 0)
             mask = jnp.where(keep, mask, jnp.zeros((), mask.dtype))
         corr_metrics = {f"rollout_corr/{k}": v for k, v in found.items()}
+    if cfg.m2_threshold is not None:  # AReaL's M2PO: the tokens of largest (behaviour - proximal)^2 leave the mask
+        why = "by m2_threshold (AReaL's M2PO compares the sampler with the proximal policy, old_log_probs)"
+        old = _token_field(fn, rollout, "old_log_probs", keep, why)
+        beh = _token_field(fn, rollout, "behavior_log_probs", keep, why)
+        m2_keep = m2po_loss_mask(beh, old, keep, cfg.m2_threshold, axis_name=axis_name) != 0
+        corr_metrics["rollout/m2po_masked_fraction"] = token_mean((keep & ~m2_keep).astype(jnp.float32), keep,
+                                                                  axis_name=axis_name)
+        keep = keep & m2_keep
+        mask = jnp.where(keep, mask, jnp.zeros((), mask.dtype))
     raw = out.raw
     if cfg.custom_advantage is not None:
         raw = _select(fn, "custom_advantage(rollout, axis_name)", cfg.custom_advantage(rollout, axis_name), keep)
     raw = jnp.where(keep, raw, 0)
     raw_mean, raw_var, count = global_masked_moments(raw, keep, axis_name=axis_name)
     adv = raw if stage.normalise is None else stage.normalise(cfg, raw, keep, axis_name)
+    if "opd_kl_coef" in _reads(cfg) and _is_on(cfg, "opd_kl_coef"):  # distillation on top, after normalisation (slime)
+        why = "by opd_kl_coef (on-policy distillation): the student's and the teacher's log-probs"
+        old = _token_field(fn, rollout, "old_log_probs", keep, why)
+        teacher = _token_field(fn, rollout, "teacher_log_probs", keep, why)
+        adv = distillation_advantage(old, teacher, keep, advantages=adv, coef=cfg.opd_kl_coef,
+                                     loss_max_clamp=cfg.loss_max_clamp)
+        corr_metrics["rollout/opd_reverse_kl"] = token_mean(old - teacher, keep, axis_name=axis_name)
     if adv is raw:
         adv_mean, adv_var = raw_mean, raw_var
     else:
@@ -1252,6 +1360,12 @@ def loss(config, log_probs, rollout, axis_name=None, counts=None, values=None, e
         ratios.append(lp - ref)
     metrics["train/log_ratio_clampfrac"] = agg(_out_of_range(keep, *ratios).astype(ct))
     metrics.update({k: jnp.asarray(v).astype(ct) for k, v in extra.items()})
+    if _is_on(cfg, "positive_example_nll_weight"):  # VAPO's NLL on the rewarded rows (NeMo-RL's weight)
+        r = _rewards_of(fn, cfg, rollout, keep)
+        nll_terms, nll_ind = positive_example_nll_terms(lp, keep, r)
+        nll = token_mean(nll_terms, nll_ind["positive"], axis_name=axis_name)   # 0 when no row is rewarded
+        total = total + cfg.positive_example_nll_weight * nll
+        metrics["train/positive_nll"] = nll
     if entropy is not None:
         h_tok = _select(fn, "entropy", entropy, keep)
         h = agg(h_tok if top is None else jnp.where(top, h_tok, 0))   # TRL: the bonus takes the same mask
