@@ -42,7 +42,7 @@ site: env
 	flock /tmp/dew_rl_site.lock $(BIN)/sphinx-build -W --keep-going -q -b html $(SPHINX_FAST) docs $(SITE)
 
 test: env browser check-sync site
-	DEW_RL_SITE=$(SITE) $(BIN)/pytest nbs tests
+	DEW_RL_SITE=$(SITE) $(BIN)/pytest -n 2 --dist loadfile nbs tests
 	@if [ "$$CI" = "true" ]; then \
 	  if [ -n "$$(git status --porcelain)" ]; then echo "stray or modified files after the test run:"; git status --porcelain; exit 1; fi; \
 	fi
