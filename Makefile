@@ -67,11 +67,14 @@ bench: env
 	$(PY) tools/bench.py
 	$(PY) tools/bench_logits.py --vocab 32768 151936 --rounds 1 --no-warmup
 
-# dew_rl against verl, OpenRLHF, Tunix, rlax and TRL themselves (each in its own environment, tools/refenvs.py):
-# rewrites data/conformance.json and data/conformance_outputs.npz, which nbs/06_conformance and
-# tests/test_conformance_data.py read.
+# dew_rl against the frameworks themselves (each in its own environment, tools/refenvs.py): the core driver,
+# then one driver per family (tools/conformance_*.py: advantages, policy losses, entropy, off-policy correction,
+# preference, distillation). Each rewrites its data/conformance*.json (and outputs .npz), which the chapters and
+# tests/test_conformance_*.py read. FAMILIES=offpolicy runs one family only.
+FAMILIES ?= $(patsubst tools/conformance_%.py,%,$(wildcard tools/conformance_*.py))
 conformance: env
 	$(PY) tools/conformance.py
+	@set -e; for f in $(FAMILIES); do echo "== conformance: $$f"; $(PY) tools/conformance_$$f.py; done
 
 clean:
 	rm -rf $(SITE) docs/_site_src .pytest_cache

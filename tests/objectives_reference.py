@@ -77,13 +77,15 @@ def rfpp_returns(R, kl, k, beta, gamma):
 
 
 def gae_raw(r, v, k, gamma, lam):
+    "GAE with the masked-step carry; `lam` a number or one per row [B] (VAPO's length-adaptive lambda)."
     B, T = k.shape
     A = np.zeros((B, T))
+    lams = np.broadcast_to(np.asarray(lam, np.float64), (B,))
     for i in range(B):
         a_next, v_next = 0.0, 0.0
         for t in reversed(range(T)):
             if k[i, t]:
-                a_next = r[i, t] + gamma * v_next - v[i, t] + gamma * lam * a_next
+                a_next = r[i, t] + gamma * v_next - v[i, t] + gamma * lams[i] * a_next
                 v_next = v[i, t]
             A[i, t] = a_next
     return A
@@ -118,8 +120,12 @@ def ref_advantages(cfg, mask, rewards=None, old=None, ref=None, token_rewards=No
         if kl_on:
             r = np.where(k, r - cfg.kl_coef * (_sel(old, k) - _sel(ref, k)), 0.0)
         v = _sel(old_values, k)
-        raw = np.where(k, gae_raw(r, v, k, cfg.gamma, cfg.lam), 0.0)
-        returns = np.where(k, raw + v, 0.0)
+        lam = cfg.lam
+        if cfg.length_adaptive_alpha is not None:   # VAPO: 1 - 1 / (alpha L), 0 below one token's worth
+            lam = 1.0 - 1.0 / np.maximum(cfg.length_adaptive_alpha * k.sum(1), 1.0)
+        raw = np.where(k, gae_raw(r, v, k, cfg.gamma, lam), 0.0)
+        value_adv = raw if cfg.gae_lambda_value is None else gae_raw(r, v, k, cfg.gamma, cfg.gae_lambda_value)
+        returns = np.where(k, value_adv + v, 0.0)
         adv = bessel_whiten(raw, k) if cfg.normalize_advantages else raw
     else:
         R = np.asarray(rewards, np.float64).copy()

@@ -454,3 +454,51 @@ def test_bad_frontier_fields(kw, piece):
         obj.grpo(n_samples_per_prompt=G, **kw)
     with pytest.raises(ValueError, match="scale_rewards"):
         obj.rloo(n_samples_per_prompt=G, scale_rewards="batch")   # not a group z-score estimator
+
+
+@pytest.mark.parametrize("kw", [dict(gae_lambda_value=1.0), dict(length_adaptive_alpha=0.4),
+                                dict(length_adaptive_alpha=0.4, gae_lambda_value=1.0)])
+def test_vapo_gae_against_float64(kw):
+    """Float64 reference (VAPO's decoupled and length-adaptive GAE, NeMo-RL's names): the policy's advantages with
+    lambda_i = 1 - 1/(alpha L_i) (or lam), whitened; the critic's returns with gae_lambda_value (or the policy's)."""
+    tok = rng.normal(0.0, 1.0, (B, T))
+    vals = rng.normal(0.0, 0.5, (B, T))
+    ro = obj.Rollout(mask=M, token_rewards=f32(tok), old_values=f32(vals))
+    cfg = obj.ppo(lam=0.9, **kw)
+    adv, ret, _, _ = ref.ref_advantages(cfg, M, token_rewards=tok, old_values=vals)
+    ro2, _ = obj.advantages(cfg, ro)
+    np.testing.assert_allclose(np.asarray(ro2.advantages), adv, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(ro2.returns), ret, rtol=1e-4, atol=1e-5)
+    plain, plain_ret, _, _ = ref.ref_advantages(obj.ppo(lam=0.9), M, token_rewards=tok, old_values=vals)
+    assert np.abs(ret - plain_ret).max() > 1e-3 or np.abs(adv - plain).max() > 1e-3   # the field changes something
+
+
+def test_vapo_gae_fields_are_ppos():
+    for kw in (dict(gae_lambda_value=1.0), dict(length_adaptive_alpha=0.05)):
+        with pytest.raises(ValueError, match=next(iter(kw))):
+            obj.grpo(n_samples_per_prompt=G, **kw)
+    with pytest.raises(ValueError, match="gae_lambda_value"):
+        obj.ppo(gae_lambda_value=1.5)
+
+
+def test_sample_weights_against_float64():
+    """Float64 reference (ROLL's per-sample weights): each row's policy terms times its weight before the
+    reduction; a NaN weight of a row with no kept token reaches neither the loss nor the gradient."""
+    sw = np.linspace(0.5, 1.5, B)
+    sw[~K.any(1)] = np.nan
+    cfg = obj.grpo(n_samples_per_prompt=G)
+    adv = grpo_adv()
+    ro = dataclasses.replace(RO, sample_weights=jnp.asarray(sw, jnp.float32))
+    ro2, _ = obj.advantages(cfg, ro)
+    (val, _), g = jax.value_and_grad(lambda x: obj.loss(cfg, x, ro2), has_aux=True)(f32(LP))
+    # the PPO terms from the equations, weighted per row, response mean
+    ratio = np.exp(np.clip(LP - OLD, -20, 20))
+    lo, hi = 1 - cfg.clip_ratio_low, 1 + cfg.clip_ratio_high
+    t = np.maximum(-adv * ratio, -adv * np.clip(ratio, lo, hi))
+    t = np.where(adv < 0, np.minimum(t, -adv * cfg.clip_ratio_c), t)
+    t = np.where(K, t * np.nan_to_num(sw)[:, None], 0.0)
+    want = ref.response_mean(t, K)
+    assert float(val) == pytest.approx(want, rel=1e-5)
+    assert np.isfinite(np.asarray(g)).all()
+    with pytest.raises(ValueError, match="sample_weights"):
+        obj.loss(cfg, f32(LP), dataclasses.replace(ro2, sample_weights=jnp.ones(B + 1)))

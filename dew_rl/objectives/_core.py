@@ -169,7 +169,7 @@ FIELD_DEFAULTS = types.MappingProxyType(dict(
     loss_type="sigmoid", label_smoothing=0.0, f_divergence_type="reverse_kl", f_alpha_divergence_coef=0.5,
     ld_alpha=None, use_weighting=False, discopop_tau=0.05, loss_weights=None, opd_kl_coef=0.0, loss_max_clamp=None,
     scale_rewards=None, use_leave_one_out_baseline=False, positive_example_nll_weight=0.0, m2_threshold=None,
-    kl2_budget=None, miniclip_low=0.3, miniclip_high=0.5,
+    kl2_budget=None, miniclip_low=0.3, miniclip_high=0.5, gae_lambda_value=None, length_adaptive_alpha=None,
 ))
 
 # The real-valued coefficients: the leaves of the config as a pytree (when read and not None).
@@ -181,7 +181,7 @@ COEFFICIENTS = ("kl_coef", "kl_loss_coef", "entropy_coeff", "vf_coef", "clip_rat
                 "topr_negative_weight", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg",
                 "clip_cov_lb", "clip_cov_ub", "ppo_kl_coef", "label_smoothing", "f_alpha_divergence_coef", "ld_alpha",
                 "discopop_tau", "opd_kl_coef", "loss_max_clamp", "positive_example_nll_weight", "kl2_budget",
-                "miniclip_low", "miniclip_high")
+                "miniclip_low", "miniclip_high", "gae_lambda_value", "length_adaptive_alpha")
 # Coefficients whose host value switches their term off (so that its inputs are not needed): the value that does.
 _OFF_AT = types.MappingProxyType({"kl_coef": 0.0, "entropy_coeff": 0.0, "top_entropy_quantile": 1.0,
                                   "opd_kl_coef": 0.0, "positive_example_nll_weight": 0.0})
@@ -277,6 +277,8 @@ class ConfigFields(TypedDict, total=False):
     kl2_budget: float | None
     miniclip_low: float
     miniclip_high: float
+    gae_lambda_value: float | None
+    length_adaptive_alpha: float | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -455,6 +457,12 @@ class ObjectiveConfig:
         float in [0, 1]: Relax's M2PO floor of the lower clip offset (loss_mode="m2po")
     miniclip_high
         float >= 0: Relax's M2PO floor of the upper clip offset (loss_mode="m2po")
+    gae_lambda_value
+        float in [0, 1] or None: NeMo-RL's (VAPO's decoupled GAE) lambda of the critic's returns; None:
+        `lam`, the policy's (PPO)
+    length_adaptive_alpha
+        float > 0 or None: NeMo-RL's (VAPO's) length-adaptive policy lambda, `1 - 1 / (alpha * L_i)` per
+        row in place of `lam` (PPO)
     """
     advantage_estimator: str
     n_samples_per_prompt: int = _UNSET
@@ -533,6 +541,8 @@ class ObjectiveConfig:
     kl2_budget: float | None = _UNSET
     miniclip_low: float = _UNSET
     miniclip_high: float = _UNSET
+    gae_lambda_value: float | None = _UNSET
+    length_adaptive_alpha: float | None = _UNSET
     # the estimator whose recipe the fields were resolved for, and the coefficients switched off by a host 0
     _recipe_of: str | None = dataclasses.field(default=None, repr=False, compare=False, kw_only=True)
     _off: frozenset = dataclasses.field(default=frozenset(), init=False, repr=False, compare=False)
@@ -678,6 +688,11 @@ def _check_frontier(c) -> None:
         if c.use_leave_one_out_baseline:
             _reject("scale_rewards", c.scale_rewards, "with use_leave_one_out_baseline=True: NeMo-RL's advantage "
                     "divides by the std of the other rows of the group", "drop one of the two")
+    if c.gae_lambda_value is not None:
+        check_number(f, "gae_lambda_value", c.gae_lambda_value, lambda v: 0.0 <= v <= 1.0, "None or in [0, 1]")
+    if c.length_adaptive_alpha is not None:
+        check_number(f, "length_adaptive_alpha", c.length_adaptive_alpha, lambda v: 0.0 < v < np.inf,
+                     "None or a positive finite number")
     if c.m2_threshold is not None:
         check_number(f, "m2_threshold", c.m2_threshold, lambda v: 0.0 < v < np.inf, "None or a positive finite number")
     if c.kl2_budget is not None:
@@ -902,7 +917,8 @@ jax.tree_util.register_pytree_with_keys(ObjectiveConfig, _flatten_with_keys, _un
 # %% ../../nbs/04a_objectives.ipynb #f2054729
 _ROLLOUT_FIELDS = ("mask", "old_log_probs", "rewards", "ref_log_probs", "token_rewards", "old_values",
                    "behavior_log_probs", "advantages", "returns", "group_ids", "rollout_is_weights",
-                   "reward_components", "reward_baselines", "sum_pi_squared", "teacher_log_probs")
+                   "reward_components", "reward_baselines", "sum_pi_squared", "teacher_log_probs",
+                   "sample_weights")
 
 
 @functools.partial(jax.tree_util.register_dataclass, data_fields=list(_ROLLOUT_FIELDS), meta_fields=[])
@@ -947,6 +963,9 @@ class Rollout:
     teacher_log_probs
         [B, T] floating: a teacher's log-probs of the sampled tokens (on-policy distillation:
         `on_policy_distillation`, or `opd_kl_coef` on top of any estimator)
+    sample_weights
+        [B] floating or None: a detached weight per response that multiplies its policy terms before the
+        reduction (ROLL's difficulty and length weights, `dew_rl.sample_weights`)
     """
     mask: Any
     old_log_probs: Any = None
@@ -963,6 +982,7 @@ class Rollout:
     reward_baselines: Any = None
     sum_pi_squared: Any = None
     teacher_log_probs: Any = None
+    sample_weights: Any = None
 
 
 @functools.partial(jax.tree_util.register_dataclass, meta_fields=[],
@@ -1311,6 +1331,11 @@ def loss(config, log_probs, rollout, axis_name=None, counts=None, values=None, e
 
     policy = _LOSS_MODES[cfg.loss_mode]
     terms, indicators = policy.fn(cfg, lp, old, adv, keep, LossContext(rollout, axis_name, key))
+    if rollout.sample_weights is not None:   # ROLL's per-sample weights: each row's policy terms, before the reduction
+        sw = as_float(fn, "rollout.sample_weights", rollout.sample_weights)
+        check_same_shape(fn, "rollout.sample_weights", sw, "the rows of rollout.mask", keep[:, 0])
+        w_row = jnp.where(keep, jax.lax.stop_gradient(sw)[:, None], 0).astype(terms.dtype)   # select, then multiply
+        terms = terms * w_row
     ratios = [lp - old]
     ct = stat_dtype(lp.dtype)
     extra = {}

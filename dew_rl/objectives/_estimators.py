@@ -29,7 +29,7 @@ from .._surrogates.weighted import (dppo_kl_terms, dppo_tv_terms, dro_terms, p3o
 from .._surrogates.trust_regions import clip_cov_terms, gmpo_terms, kl_cov_terms, m2po_terms, sequence_product_terms
 from .._advantages.scaling import (batch_std_advantage, gdpo_advantage, gpg_advantage, leave_one_out_advantage,
                                         opo_advantage, passk_advantage, remax_advantage)
-from .._advantages.token_baselines import optimal_token_baseline_advantage
+from .._advantages.token_baselines import length_adaptive_lambda, optimal_token_baseline_advantage
 from .._surrogates.distill import distillation_advantage
 from .._checks import as_float, check_present
 from ._core import (FIELD_DEFAULTS, AdvantageStage, ConfigFields, Estimator, ObjectiveConfig,
@@ -242,8 +242,11 @@ def _gae_stage(cfg, rollout, keep, groups, axis_name):
     kl, metrics = _k1_in_reward(fn, cfg, rollout, keep, axis_name)
     if kl is not None:
         r_tok = jnp.where(keep, r_tok - cfg.kl_coef * kl, 0)
-    raw = jnp.where(keep, gae_raw(r_tok, values, keep, cfg.gamma, cfg.lam), 0)
-    return RawAdvantages(raw, reward, returns=jnp.where(keep, raw + values, 0), metrics=metrics)
+    lam = cfg.lam if cfg.length_adaptive_alpha is None else length_adaptive_lambda(keep, cfg.length_adaptive_alpha)
+    raw = jnp.where(keep, gae_raw(r_tok, values, keep, cfg.gamma, lam), 0)
+    # VAPO's decoupled GAE: the critic's targets with their own lambda (NeMo-RL's gae_lambda_value)
+    value_adv = raw if cfg.gae_lambda_value is None else gae_raw(r_tok, values, keep, cfg.gamma, cfg.gae_lambda_value)
+    return RawAdvantages(raw, reward, returns=jnp.where(keep, value_adv + values, 0), metrics=metrics)
 
 
 def _population_normalise(cfg, raw, keep, axis_name):
@@ -273,7 +276,8 @@ DAPO = AdvantageStage(_dapo_stage, _Z + _GROUP_READS + ("dynamic_sampling", "ove
                       metrics=("rollout/kept_groups",))
 RLOO = AdvantageStage(_rloo_stage, _GROUP_READS + ("kl_coef", "kl_penalty"), ("rewards", "group_ids", "old_log_probs",
                                                                          "ref_log_probs"), group=True)
-GAE = AdvantageStage(_gae_stage, ("normalize_advantages", "gamma", "lam", "kl_coef", "kl_penalty", "custom_advantage"),
+GAE = AdvantageStage(_gae_stage, ("normalize_advantages", "gamma", "lam", "kl_coef", "kl_penalty", "custom_advantage",
+                                  "gae_lambda_value", "length_adaptive_alpha"),
                      ("token_rewards", "old_values", "old_log_probs", "ref_log_probs"), normalise=_bessel_whiten,
                      metrics=("rollout/returns", "rollout/reward_kl_penalty"))
 
