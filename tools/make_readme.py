@@ -43,13 +43,18 @@ def _code(cell) -> str | None:
         return None
     body = "\n".join(l for l in lines if not _DIRECTIVE.match(l) and not _NBVAL.match(l)).strip()
     parts = [f"```python\n{body}\n```"] if body and "echo:false" not in [d.replace(" ", "") for d in directives] else []
-    texts = []
+    texts, markdown = [], []
     for out in cell.get("outputs", []):
+        md = out.get("data", {}).get("text/markdown")
+        if md:  # a rendered Markdown output (a computed table) is Markdown in the README too
+            markdown.append(md if isinstance(md, str) else "".join(md))
+            continue
         text = out.get("text") or out.get("data", {}).get("text/plain")
         if text:
             texts.append(text if isinstance(text, str) else "".join(text))
     if texts:  # consecutive stream chunks are one block of output
         parts.append("```\n" + "".join(texts).rstrip() + "\n```")
+    parts += [m.strip() for m in markdown]
     return "\n\n".join(parts) or None
 
 
