@@ -302,3 +302,31 @@ def test_two_processes_reinforce_plus_plus_baseline(tmp_path):
     own_adv, _, own_k, _ = ref.ref_advantages(cfg, masks[0], rewards[0], old[0], refs[0])
     own_loss, _ = ref.ref_loss(cfg, lps[0], own_k, old[0], own_adv, ref=refs[0])
     assert abs(own_loss - loss_ref) > 1e-3
+
+
+# the frontier's batch statistics and masks, with one shard that holds no valid token: sharded == single device
+_rng = np.random.default_rng(11)
+FRONTIER_DATA = dict(DATA, teacher_log_probs=DATA["old_log_probs"] + _rng.normal(0, 0.4, (B, T)))
+FRONTIER = {
+    "grpo_batch_std": obj.grpo(**GROUPED, scale_rewards="batch"),
+    "grpo_loo": obj.grpo(**GROUPED, use_leave_one_out_baseline=True),
+    "grpo_opd": obj.grpo(**GROUPED, opd_kl_coef=0.3),
+    "grpo_m2_mask": obj.grpo(**GROUPED, m2_threshold=0.02),
+    "grpo_m2po_clip": obj.grpo(**GROUPED, loss_mode="m2po", kl2_budget=0.01),
+    "grpo_positive_nll": obj.grpo(**GROUPED, positive_example_nll_weight=0.5),
+    "on_policy_distillation": obj.on_policy_distillation(),
+    "ppo_vapo_gae": obj.ppo(gae_lambda_value=1.0, length_adaptive_alpha=0.4),
+}
+
+
+@pytest.mark.parametrize("name", list(FRONTIER))
+def test_frontier_fields_shard_map_equals_single_device(mesh, name):
+    cfg = FRONTIER[name]
+    ro, lp, values, entropy = inputs(FRONTIER_DATA)
+    want = jax.jit(step(cfg, None))(lp, ro, values, entropy)
+    f = jax.shard_map(step(cfg, "dp"), mesh=mesh, in_specs=(P("dp"), P("dp"), P("dp"), P("dp")),
+                      out_specs=(P(), P(), P("dp"), P("dp")))
+    got = jax.jit(f)(lp, ro, values, entropy)
+    assert_same(got, want)
+    s = slice(EMPTY_SHARD * 4, (EMPTY_SHARD + 1) * 4)
+    assert (np.asarray(got[3])[s] == 0).all() and (np.asarray(got[2][0])[s] == 0).all()
