@@ -174,6 +174,15 @@ def test_coefficients_are_leaves_and_a_schedule_compiles_once():
                                       tis_cap=2.0))
 
 
+def test_a_config_argument_lowers_and_compiles_ahead_of_time():
+    """The example trainer's finding: `jit(f).lower(cfg).compile()` re-flattens the config with placeholder leaves
+    (ArgInfo); only host numbers may become JAX scalars there."""
+    cfg = obj.grpo(n_samples_per_prompt=G, clip_ratio_low=0.1)
+    compiled = jax.jit(lambda c: c.clip_ratio_low * 2 + c.clip_ratio_high).lower(cfg).compile()
+    assert float(compiled(cfg)) == pytest.approx(0.4)
+    assert float(compiled(dataclasses.replace(cfg, clip_ratio_low=jnp.float32(0.2)))) == pytest.approx(0.6)
+
+
 def test_the_adaptive_kl_controller_drives_a_jitted_ppo_step_without_recompiling():
     rng = np.random.default_rng(8)
     m = np.ones((B, T), np.float32)

@@ -888,7 +888,10 @@ def _as_leaf(v):
     schedule's value, an adaptive controller's output) have the same abstract value, and `jit` compiles
     once for both.
     """
-    return v if _is_array(v) else jnp.asarray(v, jnp.result_type(float))
+    host = isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, np.ndarray) and v.ndim == 0
+    if _is_array(v) or not host:   # a JAX array or tracer, or what JAX puts in a leaf's place (lowering's ArgInfo)
+        return v
+    return jnp.asarray(v, jnp.result_type(float))
 
 
 def _flatten(c):
