@@ -7,9 +7,10 @@ __all__ = ['EmptyBatchError', 'AGGREGATION_MODES', 'STATS_EPS', 'LossCounts', 'a
            'masked_mean', 'masked_whiten', 'response_mean', 'sample_weights', 'segment_mean', 'token_mean', 'GROUP_EPS',
            'VAR_FLOOR', 'dynamic_sampling_mask', 'gae', 'gae_raw', 'global_masked_moments', 'global_masked_normalize',
            'group_advantage', 'group_baseline_advantage', 'overlong_penalty', 'reinforce_plus_plus_returns',
-           'rloo_advantage', 'BATCH_STD_EPS', 'NORM_EPS', 'OTB_EPS', 'batch_std_advantage', 'decoupled_gae',
-           'gdpo_advantage', 'gpg_advantage', 'leave_one_out_advantage', 'length_adaptive_lambda', 'level_normalize',
-           'opo_advantage', 'optimal_token_baseline_advantage', 'passk_advantage', 'remax_advantage', 'KL_OUTPUT_CLAMP',
+           'rloo_advantage', 'mask_truncated_completions', 'stop_properly_rewards', 'truncated_rows', 'BATCH_STD_EPS',
+           'NORM_EPS', 'OTB_EPS', 'batch_std_advantage', 'decoupled_gae', 'gdpo_advantage', 'gpg_advantage',
+           'leave_one_out_advantage', 'length_adaptive_lambda', 'level_normalize', 'opo_advantage',
+           'optimal_token_baseline_advantage', 'passk_advantage', 'remax_advantage', 'KL_OUTPUT_CLAMP',
            'KL_PENALTY_KINDS', 'LOG_RATIO_CLAMP', 'SEQUENCE_LOG_RATIO_MAX', 'adaptive_kl_update', 'k1_kl', 'k2_kl',
            'k3_kl', 'kl_penalty', 'kl_shaped_sequence_rewards', 'kl_shaped_token_rewards', 'sequence_log_ratio',
            'token_log_ratio', 'SEQUENCE_STATISTICS', 'behavior_importance_weights', 'cispo_terms', 'clipped_surrogate',
@@ -19,16 +20,17 @@ __all__ = ['EmptyBatchError', 'AGGREGATION_MODES', 'STATS_EPS', 'LossCounts', 'a
            'rollout_rejection_mask', 'ROLLOUT_CORRECTION_PRESETS', 'offpolicy_metrics', 'rollout_correction',
            'importance_weighted_kl', 'loglinear_proximal_log_probs', 'ALPHA_DIVERGENCE_CLAMP', 'CPO_LOSS_TYPES',
            'DPO_LOSS_TYPES', 'F_DIVERGENCE_TYPES', 'KTO_LOSS_TYPES', 'ORPO_LOG_PROB_CAP', 'cpo_loss', 'dpo_loss',
-           'dpo_sft_loss', 'kto_loss', 'orpo_loss', 'dppo_kl_terms', 'dppo_tv_terms', 'dro_terms', 'p3o_ess',
-           'p3o_terms', 'positive_example_nll_terms', 'reinforce_terms', 'signed_cispo_terms', 'topr_terms',
-           'vespo_terms', 'clip_cov_terms', 'gmpo_terms', 'kl_cov_terms', 'm2po_clip_bounds', 'm2po_loss_mask',
-           'm2po_terms', 'sequence_product_terms', 'EntropyControl', 'entropy_bonus_coef', 'entropy_control_init',
-           'entropy_control_update', 'masked_quantile', 'top_entropy_mask', 'DISTILLATION_ADVANTAGE_KINDS',
-           'DISTILLATION_LOSS_KINDS', 'TOP_K_KL_TYPES', 'TOP_K_NORM_MODES', 'TOP_K_TAIL_FLOOR',
-           'distillation_advantage', 'distillation_kl_terms', 'top_k_kl', 'VOCAB_CHUNK', 'entropy_from_logits',
-           'linear_log_probs_and_entropy', 'log_probs_from_logits', 'linear_log_probs_at',
-           'linear_log_probs_on_support', 'linear_sampler_support', 'linear_sum_pi_squared', 'linear_top_k_log_probs',
-           'log_probs_at', 'log_probs_on_support', 'sampler_support', 'sum_pi_squared_from_logits', 'top_k_log_probs']
+           'dpo_sft_loss', 'kto_loss', 'orpo_loss', 'TPO_LOSS_TYPES', 'tpo_loss', 'dppo_kl_terms', 'dppo_tv_terms',
+           'dro_terms', 'p3o_ess', 'p3o_terms', 'positive_example_nll_terms', 'reinforce_terms', 'signed_cispo_terms',
+           'topr_terms', 'vespo_terms', 'clip_cov_terms', 'gmpo_terms', 'kl_cov_terms', 'm2po_clip_bounds',
+           'm2po_loss_mask', 'm2po_terms', 'sequence_product_terms', 'astar_po_loss_terms', 'astar_po_value',
+           'EntropyControl', 'entropy_bonus_coef', 'entropy_control_init', 'entropy_control_update', 'masked_quantile',
+           'top_entropy_mask', 'DISTILLATION_ADVANTAGE_KINDS', 'DISTILLATION_LOSS_KINDS', 'TOP_K_KL_TYPES',
+           'TOP_K_NORM_MODES', 'TOP_K_TAIL_FLOOR', 'distillation_advantage', 'distillation_kl_terms', 'top_k_kl',
+           'VOCAB_CHUNK', 'entropy_from_logits', 'linear_log_probs_and_entropy', 'log_probs_from_logits',
+           'linear_log_probs_at', 'linear_log_probs_on_support', 'linear_sampler_support', 'linear_sum_pi_squared',
+           'linear_top_k_log_probs', 'log_probs_at', 'log_probs_on_support', 'sampler_support',
+           'sum_pi_squared_from_logits', 'top_k_log_probs']
 
 # %% ../nbs/99_api.ipynb #c79b51bf
 __version__ = "0.1.0"
@@ -38,7 +40,8 @@ from ._checks import EmptyBatchError
 from ._reductions import (AGGREGATION_MODES, STATS_EPS, LossCounts, aggregate, global_masked_whiten, loss_counts,
                                masked_mean, masked_whiten, response_mean, sample_weights, segment_mean, token_mean)
 from ._advantages.gae import gae, gae_raw
-from ._advantages.group import GROUP_EPS, dynamic_sampling_mask, group_advantage, overlong_penalty
+from ._advantages.group import (GROUP_EPS, dynamic_sampling_mask, group_advantage, mask_truncated_completions,
+                                     overlong_penalty, stop_properly_rewards, truncated_rows)
 from ._advantages.rloo import rloo_advantage
 from ._advantages.normalize import VAR_FLOOR, global_masked_moments, global_masked_normalize
 from ._advantages.reinforce_pp import group_baseline_advantage, reinforce_plus_plus_returns
@@ -64,12 +67,12 @@ from ._surrogates.mismatch import ROLLOUT_CORRECTION_PRESETS, offpolicy_metrics,
 from ._surrogates.off_policy import importance_weighted_kl, loglinear_proximal_log_probs
 
 from ._surrogates.preference_family import (ALPHA_DIVERGENCE_CLAMP, CPO_LOSS_TYPES, DPO_LOSS_TYPES,
-                                                 F_DIVERGENCE_TYPES, KTO_LOSS_TYPES, ORPO_LOG_PROB_CAP, cpo_loss,
-                                                 dpo_loss, dpo_sft_loss, kto_loss, orpo_loss)
+                                                 F_DIVERGENCE_TYPES, KTO_LOSS_TYPES, ORPO_LOG_PROB_CAP, TPO_LOSS_TYPES,
+                                                 cpo_loss, dpo_loss, dpo_sft_loss, kto_loss, orpo_loss, tpo_loss)
 
-from ._surrogates.weighted import (dppo_kl_terms, dppo_tv_terms, dro_terms, p3o_ess, p3o_terms,
-                                        positive_example_nll_terms, reinforce_terms, signed_cispo_terms, topr_terms,
-                                        vespo_terms)
+from ._surrogates.weighted import (astar_po_loss_terms, astar_po_value, dppo_kl_terms, dppo_tv_terms, dro_terms,
+                                        p3o_ess, p3o_terms, positive_example_nll_terms, reinforce_terms,
+                                        signed_cispo_terms, topr_terms, vespo_terms)
 from ._surrogates.trust_regions import (clip_cov_terms, gmpo_terms, kl_cov_terms, m2po_clip_bounds,
                                              m2po_loss_mask, m2po_terms, sequence_product_terms)
 from ._logits import VOCAB_CHUNK, entropy_from_logits, linear_log_probs_and_entropy, log_probs_from_logits
@@ -92,6 +95,7 @@ _all_ = [
     # advantages
     "GROUP_EPS", "VAR_FLOOR", "dynamic_sampling_mask", "gae", "gae_raw", "global_masked_moments", "global_masked_normalize", "group_advantage",
     "group_baseline_advantage", "overlong_penalty", "reinforce_plus_plus_returns", "rloo_advantage",
+    "mask_truncated_completions", "stop_properly_rewards", "truncated_rows",
     # advantages: reward scaling and per-token baselines (issue 19, A)
     "BATCH_STD_EPS", "NORM_EPS", "OTB_EPS", "batch_std_advantage", "decoupled_gae", "gdpo_advantage",
     "gpg_advantage", "leave_one_out_advantage", "length_adaptive_lambda", "level_normalize", "opo_advantage",
@@ -111,12 +115,13 @@ _all_ = [
 
     # the preference family
     "ALPHA_DIVERGENCE_CLAMP", "CPO_LOSS_TYPES", "DPO_LOSS_TYPES", "F_DIVERGENCE_TYPES", "KTO_LOSS_TYPES",
-    "ORPO_LOG_PROB_CAP", "cpo_loss", "dpo_loss", "dpo_sft_loss", "kto_loss", "orpo_loss",
+    "ORPO_LOG_PROB_CAP", "cpo_loss", "dpo_loss", "dpo_sft_loss", "kto_loss", "orpo_loss", "TPO_LOSS_TYPES", "tpo_loss",
 
     # policy losses with a detached weight; sequence ratios and batch-selected trust regions
     "dppo_kl_terms", "dppo_tv_terms", "dro_terms", "p3o_ess", "p3o_terms", "positive_example_nll_terms",
     "reinforce_terms", "signed_cispo_terms", "topr_terms", "vespo_terms", "clip_cov_terms", "gmpo_terms",
     "kl_cov_terms", "m2po_clip_bounds", "m2po_loss_mask", "m2po_terms", "sequence_product_terms",
+    "astar_po_loss_terms", "astar_po_value",
 
     # entropy
     "EntropyControl", "entropy_bonus_coef", "entropy_control_init", "entropy_control_update", "masked_quantile",

@@ -36,6 +36,7 @@ WEIGHT = rng.normal(size=(5, V)).astype(np.float32)
 VERSIONS = rng.integers(-1, 6, size=(B, T)).astype(np.int32)
 
 DIFF = np.random.default_rng(1).random(B).astype(np.float32)
+TRUNC = np.array([True, False, False, True, True, True, False, False])          # truncated responses
 
 TOK_IDS = np.stack([rng.choice(V, size=4, replace=False) for _ in range(B * T)]).reshape(B, T, 4).astype(np.int32)
 TOK_IDS[0, 0, -1] = -1
@@ -60,6 +61,10 @@ CASES = {
     "dynamic_sampling_mask": (lambda r: rl.dynamic_sampling_mask(r, 2), (R,), False),
     "rloo_advantage": (lambda r: rl.rloo_advantage(r, 2), (R,), False),
     "overlong_penalty": (lambda m: rl.overlong_penalty(m, T, 2), (M,), False),
+    "truncated_rows": (lambda t, m: rl.truncated_rows(t, m, (2, 3)), (TOKENS, M), False),
+    "stop_properly_rewards": (lambda r, t: [rl.stop_properly_rewards(r, t, 0.5), rl.stop_properly_rewards(r, t, -0.5)],
+                              (R, TRUNC), False),
+    "mask_truncated_completions": (lambda m, t: rl.mask_truncated_completions(m, t), (M, TRUNC), False),
     "group_baseline_advantage": (lambda r, m: rl.group_baseline_advantage(r, m, 2), (R, M), False),
     "reinforce_plus_plus_returns": (lambda r, y, m: rl.reinforce_plus_plus_returns(r, y, m, 0.1, 0.9), (R, Y, M), False),
     "gdpo_advantage": (lambda r, m: [rl.gdpo_advantage(r, m, 2, axis_name="dp"),
@@ -122,6 +127,8 @@ CASES = {
     "orpo_loss": (lambda y, z, m: rl.orpo_loss(y, z, m, m, axis_name="dp"), (Y, Z, M), True),
     "dpo_sft_loss": (lambda y, z, m: rl.dpo_sft_loss(y, z, z, y, m, m, sft_loss_weight=0.5, axis_name="dp"),
                      (Y, Z, M), True),
+    "tpo_loss": (lambda y, z, m: [rl.tpo_loss(y, z, m, m, y, m, loss_type=t, axis_name="dp") for t in rl.TPO_LOSS_TYPES],
+                 (Y, Z, M), True),
     "log_probs_from_logits": (lambda z, t: rl.log_probs_from_logits(z, t), (LOGITS, TOKENS), False),
     "entropy_from_logits": (lambda z: rl.entropy_from_logits(z), (LOGITS,), False),
     "linear_log_probs_and_entropy": (lambda h, w, t: rl.linear_log_probs_and_entropy(h, w, t, chunk_size=4),
@@ -137,6 +144,8 @@ CASES = {
     "vespo_terms": (lambda y, z, x, m: rl.vespo_terms(y, z, x, m), (Y, Z, X, M), False),
     "p3o_ess": (lambda z, y, m: rl.p3o_ess(z, y - 1.0, m, axis_name="dp"), (Z, Y, M), True),
     "p3o_terms": (lambda z, y, x, m: rl.p3o_terms(z, y - 1.0, x, m, axis_name="dp"), (Z, Y, X, M), True),
+    "astar_po_value": (lambda r, i: [rl.astar_po_value(r, 2), rl.astar_po_value(r, i, 0.3)], (R, IDS), False),
+    "astar_po_loss_terms": (lambda z, y, m, r, d: rl.astar_po_loss_terms(z, y - 1.0, m, r, d, 0.1), (Z, Y, M, R, DIFF), False),
     # sequence ratios and batch-selected trust regions
     "gmpo_terms": (lambda y, x, m: rl.gmpo_terms(y, x, m), (Y, X, M), False),
     "sequence_product_terms": (lambda y, x, m: rl.sequence_product_terms(y, x, m), (Y, X, M), False),

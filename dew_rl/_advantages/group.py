@@ -5,15 +5,19 @@
 # %% ../../nbs/02b_group_advantage.ipynb #d241110f
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import as_groups, as_mask, check_flag, check_int, check_number, check_rank
+from .._checks import (as_float, as_groups, as_ids, as_mask, check_flag, check_int, check_number, check_rank,
+                            stat_dtype)
 from .._ops import centre_by_group, count_kept, group_leader, group_size, group_sum, groups_of
 
 # %% auto #0
-__all__ = ['GROUP_EPS', 'group_advantage', 'dynamic_sampling_mask', 'overlong_penalty']
+__all__ = ['GROUP_EPS', 'group_advantage', 'dynamic_sampling_mask', 'overlong_penalty', 'truncated_rows', 'stop_properly_rewards',
+           'mask_truncated_completions']
 
 # %% ../../nbs/02b_group_advantage.ipynb #11795cc5
 GROUP_EPS = 1e-6  # added to the group standard deviation (verl 0.9.1, Tunix 0.1.7)
@@ -119,3 +123,110 @@ def overlong_penalty(mask, max_response_length, buffer_len, factor=1.0):
     check_number(fn, "factor", factor, lambda v: v >= 0, "a number >= 0")
     length = count_kept(keep, axis=-1).astype(jnp.float32)
     return -factor * jnp.clip((length - (L_max - L_buf)) / L_buf, 0.0, 1.0)
+
+# %% ../../nbs/02b_group_advantage.ipynb #8720084f
+def _eos_ids(fn: str, eos_token_ids) -> tuple:
+    "The end-of-sequence ids as a tuple of static ints >= 0 (one int, or a non-empty sequence of ints)."
+    ids = (eos_token_ids,) if isinstance(eos_token_ids, (int, np.integer)) else eos_token_ids
+    if isinstance(ids, (str, bytes, bool, np.bool_)) or not hasattr(ids, "__len__") or len(ids) == 0:
+        raise ValueError(f"{fn}: `eos_token_ids` must be a Python int or a non-empty sequence of ints; got {eos_token_ids!r}")
+    return tuple(check_int(fn, "eos_token_ids", i, 0, " (each id)") for i in ids)
+
+
+def truncated_rows(tokens, mask, eos_token_ids) -> jax.Array:
+    """Which responses were cut off: the row keeps a token and its last kept token is not an end-of-sequence id.
+
+    Parameters
+    ----------
+    tokens
+        [B, T] integer token ids of the responses
+    mask
+        [B, T] 0/1: each row's response tokens, up to and including its EOS when it has one
+    eos_token_ids
+        int, or a non-empty sequence of ints >= 0: the ids that end a response (static)
+
+    Returns
+    -------
+    jax.Array
+        bool [B]: True where the row keeps a token and its last kept token is not in `eos_token_ids`
+
+    Source
+    ------
+    huggingface/trl@v1.16.0:trl/trainer/grpo_trainer.py (`is_truncated`: the last completion id is not EOS or pad).
+    """
+    fn = "truncated_rows"
+    tokens = jnp.asarray(tokens)
+    check_rank(fn, "tokens", tokens, 2)
+    tokens = as_ids(fn, "tokens", tokens, tokens.shape)
+    keep = as_mask(fn, mask, tokens.shape, like="tokens")
+    eos = jnp.asarray(_eos_ids(fn, eos_token_ids))
+    B, T = tokens.shape
+    if T == 0:
+        return jnp.zeros((B,), bool)
+    last = jnp.max(jnp.where(keep, jnp.arange(T, dtype=jnp.int32), -1), axis=1)
+    token = jnp.take_along_axis(tokens, jnp.maximum(last, 0)[:, None], axis=1)[:, 0]
+    ended = (token[:, None] == eos[None, :]).any(axis=1)
+    return (last >= 0) & ~ended
+
+
+def stop_properly_rewards(rewards, truncated, stop_properly_penalty_coef) -> jax.Array:
+    """ProRL's "stop properly" shaping: the reward of a truncated response scaled by c in [0, 1], or replaced by c < 0.
+
+    Parameters
+    ----------
+    rewards
+        [B] floating outcome rewards
+    truncated
+        [B] 0/1 or bool: the rows cut off by the length budget (`truncated_rows`, or the sampler's flag)
+    stop_properly_penalty_coef
+        c, a finite number <= 1: in [0, 1] the truncated rewards are multiplied by c; below 0 they are set to c
+        (may be traced)
+
+    Returns
+    -------
+    jax.Array
+        [B] rewards, the truncated rows reshaped, in the caller's dtype
+
+    Source
+    ------
+    Liu et al. 2025 (ProRL), arXiv:2505.24864v1 (attribution unconfirmed in the text);
+    OpenRLHF/OpenRLHF@3c3be623:openrlhf/trainer/ppo_utils/length_penalty.py (apply_stop_properly_penalty);
+    NVIDIA-NeMo/RL@7ea279abfbeb:nemo_rl/algorithms/reward_functions.py (the scale only).
+    """
+    fn = "stop_properly_rewards"
+    r = as_float(fn, "rewards", rewards)
+    check_rank(fn, "rewards", r, 1, layout="[B]")
+    cut = as_mask(fn, truncated, r.shape, name="truncated", like="rewards")
+    c = check_number(fn, "stop_properly_penalty_coef", stop_properly_penalty_coef,
+                     lambda v: math.isfinite(v) and v <= 1.0, "a finite number <= 1 (in [0, 1] a scale, below 0 a reward)")
+    x = r.astype(stat_dtype(r.dtype))
+    shaped = jnp.where(c < 0, c, x * c)  # a replaced reward never reads x: a NaN there does not reach the output
+    return jnp.where(cut, shaped, x).astype(r.dtype)
+
+
+def mask_truncated_completions(mask, truncated) -> jax.Array:
+    """TRL's `mask_truncated_completions`: the loss mask with every position of a truncated row cleared.
+
+    Parameters
+    ----------
+    mask
+        [B, T] 0/1 loss mask (bool, integer or floating)
+    truncated
+        [B] 0/1 or bool: the rows to leave out of the loss
+
+    Returns
+    -------
+    jax.Array
+        [B, T] the mask, in its own dtype, with the truncated rows set to 0
+
+    Source
+    ------
+    huggingface/trl@v1.16.0:trl/trainer/grpo_trainer.py (mask_truncated_completions);
+    NVIDIA-NeMo/RL@7ea279abfbeb:nemo_rl/algorithms/grpo.py (grpo.overlong_filtering).
+    """
+    fn = "mask_truncated_completions"
+    m = jnp.asarray(mask)
+    check_rank(fn, "mask", m, 2)
+    as_mask(fn, mask, m.shape, like="mask")  # checked: 0/1 of the right shape
+    cut = as_mask(fn, truncated, m.shape[:1], name="truncated", like="the rows of mask")
+    return jnp.where(cut[:, None], jnp.zeros((), m.dtype), m)

@@ -15,7 +15,8 @@ from .._ops import clamp, count_kept, sum_over
 
 # %% auto #0
 __all__ = ['DPO_LOSS_TYPES', 'F_DIVERGENCE_TYPES', 'ALPHA_DIVERGENCE_CLAMP', 'KTO_LOSS_TYPES', 'CPO_LOSS_TYPES',
-           'ORPO_LOG_PROB_CAP', 'dpo_loss', 'kto_loss', 'cpo_loss', 'orpo_loss', 'dpo_sft_loss']
+           'ORPO_LOG_PROB_CAP', 'TPO_LOSS_TYPES', 'dpo_loss', 'kto_loss', 'cpo_loss', 'orpo_loss', 'tpo_loss',
+           'dpo_sft_loss']
 
 # %% ../../nbs/03o_preference_family.ipynb #4debb222
 DPO_LOSS_TYPES = ("sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair", "sppo_hard", "aot",
@@ -552,6 +553,97 @@ def orpo_loss(policy_chosen, policy_rejected, mask_chosen, mask_rejected, beta=0
     metrics = dict(nll_loss=nll, log_odds_ratio=ratio, log_odds_chosen=_div(lo, count, ct),
                    reward_accuracy=_div(acc, count, ct), pairs=count.astype(ct), empty_pairs=(nall - count).astype(ct))
     return (nll - beta * ratio).astype(out), _float32_metrics(metrics)
+
+# %% ../../nbs/03o_preference_family.ipynb #649e7ff8
+TPO_LOSS_TYPES = ("sigmoid", "hinge", "ipo", "tpo-l")
+
+
+def tpo_loss(policy_chosen, policy_rejected, mask_chosen, mask_rejected, policy_gold=None, mask_gold=None, beta=0.01,
+             loss_type="sigmoid", label_smoothing=0.0, tpo_alpha=1.0, tpo_l_gamma=0.5, axis_name=None):
+    """TPO and TPO-L (TRL's TPOTrainer): a reference-free pair loss plus tpo_alpha times the gold response's NLL.
+
+    Parameters
+    ----------
+    policy_chosen
+        [P, T_c] floating: log pi_theta of the chosen responses' tokens
+    policy_rejected
+        [P, T_r] floating: log pi_theta of the rejected responses' tokens
+    mask_chosen
+        [P, T_c] 0/1
+    mask_rejected
+        [P, T_r] 0/1
+    policy_gold
+        None (only with tpo_alpha = 0, a host number), or [P, T_g] floating: log pi_theta of the gold responses'
+        tokens (TRL's `reference` column: a response, not a reference model)
+    mask_gold
+        None with policy_gold, or [P, T_g] 0/1
+    beta
+        beta > 0 (0.01)
+    loss_type
+        "sigmoid" (TPO, default), "hinge", "ipo" or "tpo-l" (the last two on per-token means)
+    label_smoothing
+        epsilon in [0, 1) of the cDPO form ("sigmoid", "tpo-l"); 0 by default
+    tpo_alpha
+        the gold NLL's weight >= 0 (1.0)
+    tpo_l_gamma
+        TPO-L's target margin gamma (0.5)
+    axis_name
+        None, or the mapped data-parallel axis
+
+    Returns
+    -------
+    tuple
+        (scalar loss; float32 metrics "preference_loss", "nll_loss", "rewards_chosen", "rewards_rejected",
+        "reward_accuracy", "pairs", "empty_pairs")
+
+    Source
+    ------
+    Saeidi et al. 2024, arXiv:2405.16681v2 (TPO, TPO-L); huggingface/trl@v1.16.0:trl/experimental/tpo/tpo_trainer.py
+    (TPOTrainer._compute_loss).
+    """
+    fn = "tpo_loss"
+    check_choice(fn, "loss_type", loss_type, TPO_LOSS_TYPES)
+    beta = check_number(fn, "beta", beta, lambda b: b > 0 and np.isfinite(b), "a positive number")
+    eps = check_number(fn, "label_smoothing", label_smoothing, lambda e: 0.0 <= e < 1.0, "in [0, 1)")
+    if isinstance(eps, float) and eps != 0.0 and loss_type in ("hinge", "ipo"):
+        raise ValueError(f"{fn}: `label_smoothing` is not read by loss_type={loss_type!r}; got {eps}")
+    lam = check_number(fn, "tpo_alpha", tpo_alpha, lambda v: v >= 0 and np.isfinite(v), "a number >= 0")
+    gamma = check_number(fn, "tpo_l_gamma", tpo_l_gamma, np.isfinite, "a finite number")
+    c, r, ct, out = _ref_free_sides(fn, policy_chosen, policy_rejected, mask_chosen, mask_rejected)
+    if policy_gold is None:
+        check_absent(fn, "mask_gold", mask_gold, "when policy_gold is None")
+        if not (isinstance(lam, float) and lam == 0.0):
+            check_present(fn, "policy_gold", policy_gold, "unless tpo_alpha is the host number 0")
+        nll = jnp.zeros((), ct)
+    else:
+        check_present(fn, "mask_gold", mask_gold, "with policy_gold")
+        gd = _tokens(fn, ("policy_gold", None, "mask_gold"), policy_gold, None, mask_gold)
+        check_rows(fn, "policy_gold", gd["pol"], c["pol"].shape[0], per="pair (row of `policy_chosen`)")
+        ct = jnp.promote_types(ct, gd["ct"])
+        out = jnp.result_type(out, gd["out"])
+        gd["pol"] = gd["pol"].astype(ct)
+        nll = _chosen_nll(axis_name, gd, ct)
+    valid = (c["n"] + r["n"]) > 0
+    x_c, x_r = c["pol"].astype(ct).sum(-1), r["pol"].astype(ct).sum(-1)
+    if loss_type in ("ipo", "tpo-l"):  # TRL: per-token means, the length clamped at 1
+        x_c, x_r = x_c / jnp.maximum(c["n"], 1).astype(ct), x_r / jnp.maximum(r["n"], 1).astype(ct)
+    u = x_c - x_r
+    if loss_type == "sigmoid":
+        per = _smoothed(beta * u, eps)
+    elif loss_type == "tpo-l":
+        per = _smoothed(beta * u - gamma, eps)
+    elif loss_type == "hinge":
+        per = jax.nn.relu(1.0 - beta * u)
+    else:
+        per = (u - 1.0 / (2.0 * beta)) ** 2
+    total, count = _mean_parts(axis_name, per, valid, ct)
+    pref = _div(total, count, ct)
+    rc, rr, acc, nall = sum_over(axis_name, jnp.where(valid, beta * x_c, 0).sum(), jnp.where(valid, beta * x_r, 0).sum(),
+                                 (valid & (x_c > x_r)).astype(ct).sum(), jnp.int32(valid.shape[0]))
+    metrics = dict(preference_loss=pref, nll_loss=nll, rewards_chosen=_div(rc, count, ct),
+                   rewards_rejected=_div(rr, count, ct), reward_accuracy=_div(acc, count, ct),
+                   pairs=count.astype(ct), empty_pairs=(nall - count).astype(ct))
+    return (pref + lam * nll).astype(out), _float32_metrics(metrics)
 
 # %% ../../nbs/03o_preference_family.ipynb #6a330a13
 def dpo_sft_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen, mask_rejected,

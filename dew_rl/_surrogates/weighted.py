@@ -10,13 +10,14 @@ import math
 import jax
 import jax.numpy as jnp
 
-from .._checks import as_float, as_mask, check_choice, check_number, check_rank, check_same_shape, stat_dtype
-from .._ops import clamp, count_kept, smaller, sum_over
+from .._checks import (as_float, as_groups, as_mask, check_choice, check_number, check_rank, check_same_shape,
+                            stat_dtype)
+from .._ops import clamp, count_kept, group_size, group_sum, groups_of, smaller, sum_over
 from .ratios import LOG_RATIO_CLAMP
 
 # %% auto #0
 __all__ = ['reinforce_terms', 'dro_terms', 'positive_example_nll_terms', 'topr_terms', 'signed_cispo_terms', 'dppo_tv_terms',
-           'dppo_kl_terms', 'vespo_terms', 'p3o_ess', 'p3o_terms']
+           'dppo_kl_terms', 'vespo_terms', 'p3o_ess', 'p3o_terms', 'astar_po_value', 'astar_po_loss_terms']
 
 # %% ../../nbs/03i_weighted_policy_gradients.ipynb #a5569e9a
 def _token_inputs(fn: str, mask, differentiable=("log_probs",), **arrays) -> tuple:
@@ -489,3 +490,76 @@ def p3o_terms(log_probs, behavior_log_probs, advantages, mask, ess=None, axis_na
         e = e_d - e_d * (l - jax.lax.stop_gradient(l))
     terms = jnp.where(keep, score + (1.0 - ess) * (l + e - 1.0), 0).astype(rt)
     return terms, {"capped": keep & (rho > ess)}
+
+# %% ../../nbs/03i_weighted_policy_gradients.ipynb #1654a48a
+def astar_po_value(rewards, group, beta=0.5) -> jax.Array:
+    """A*-PO's optimal value V* = beta log mean_j exp(R_j / beta) over each prompt's reference samples, per row.
+
+    Parameters
+    ----------
+    rewards
+        [B] floating rewards of responses sampled from the reference policy
+    group
+        int G (contiguous groups of G rows) or an integer array [B] of prompt ids (any order, any size)
+    beta
+        beta_1 > 0, the KL temperature of the value estimate (TRL `beta1`, 0.5); may be traced
+
+    Returns
+    -------
+    jax.Array
+        [B] each row's group V*, in the caller's dtype
+
+    Source
+    ------
+    Brantley et al. 2025, arXiv:2505.20686v1 (A*-PO, stage 1);
+    huggingface/trl@v1.16.0:trl/experimental/a2po/a2po_trainer.py (A2POTrainer._estimate_optimal_values).
+    """
+    fn = "astar_po_value"
+    x, group, dt = as_groups(fn, rewards, group)
+    b = _positive_number(fn, "beta", beta)
+    g = groups_of(group)
+    z = x / b
+    if g.size is not None:
+        top = jnp.repeat(z.reshape(-1, g.size).max(axis=1), g.size)
+    else:
+        top = jax.ops.segment_max(z, g.index, num_segments=z.shape[0])[g.index]
+    s = group_sum(jnp.exp(z - top), g)               # >= 1: the maximum contributes exp(0)
+    n = group_size(g, z.shape[0]).astype(z.dtype)
+    return (b * (top + jnp.log(s) - jnp.log(n))).astype(dt)
+
+
+def astar_po_loss_terms(log_probs, ref_log_probs, mask, rewards, values_star, beta=1e-3) -> jax.Array:
+    """Per-response A*-PO regression loss (beta * sum_t m_t (log pi - log pi_ref) - (R - V*))^2.
+
+    Parameters
+    ----------
+    log_probs
+        [B, T] log pi_theta of the sampled tokens (differentiable)
+    ref_log_probs
+        [B, T] log pi_ref of the same tokens; data
+    mask
+        [B, T] 0/1: each response's tokens, summed into its sequence log ratio
+    rewards
+        [B] outcome rewards (float, int or bool); data
+    values_star
+        [B] V*(x) of each row's prompt (astar_po_value on the reference samples); data
+    beta
+        beta_2 > 0, the KL temperature of the regression (TRL `beta2`, 1e-3); may be traced
+
+    Returns
+    -------
+    jax.Array
+        [B] squared errors, one per response, in the result dtype of the log-prob arrays; the loss is their mean
+
+    Source
+    ------
+    Brantley et al. 2025, arXiv:2505.20686v1 (A*-PO, stage 2);
+    huggingface/trl@v1.16.0:trl/experimental/a2po/a2po_trainer.py (A2POTrainer.compute_loss).
+    """
+    fn = "astar_po_loss_terms"
+    b = _positive_number(fn, "beta", beta)
+    a, keep, ct, rt = _token_inputs(fn, mask, log_probs=log_probs, ref_log_probs=ref_log_probs)
+    r = _per_row(fn, "rewards", rewards, keep.shape[0], "log_probs").astype(ct)
+    v = _per_row(fn, "values_star", values_star, keep.shape[0], "log_probs").astype(ct)
+    delta = (a["log_probs"] - a["ref_log_probs"]).sum(axis=1)   # both are zero outside the mask
+    return ((b * delta - (r - v)) ** 2).astype(rt)
