@@ -97,7 +97,7 @@ def input_hash() -> str:
     h = hashlib.sha256()
     for f in hashed_files():
         h.update(f.relative_to(ROOT).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
-    h.update(json.dumps(conf._refenvs().ENVS, sort_keys=True).encode())
+    h.update(json.dumps({k: v for k, v in conf._refenvs().ENVS.items() if k in FRAMEWORKS}, sort_keys=True).encode())
     return h.hexdigest()
 
 
