@@ -66,6 +66,7 @@ readme: env
 bench: env
 	$(PY) tools/bench.py
 	$(PY) tools/bench_logits.py --vocab 32768 151936 --rounds 1 --no-warmup
+	$(PY) tools/bench_logits.py --distill --vocab 32768 --memory-only 151936 --rounds 1 --no-warmup
 
 # dew_rl against the frameworks themselves (each in its own environment, tools/refenvs.py): the core driver,
 # then one driver per family (tools/conformance_*.py: advantages, policy losses, entropy, off-policy correction,
