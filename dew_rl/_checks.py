@@ -292,7 +292,7 @@ def as_groups(fn: str, rewards, group, min_group: int = 1, why: str = "") -> tup
     return r.astype(stat_dtype(r.dtype)), group, r.dtype
 
 # %% ../nbs/00a_checks.ipynb #6ce4dfe1
-def surrogate_inputs(fn: str, log_ratio, advantages, mask) -> tuple:
+def surrogate_inputs(fn: str, log_ratio, advantages, mask, names=("log_ratio", "advantages")) -> tuple:
     """Checked and selected surrogate inputs: `(x, A, keep, compute dtype, result dtype)`, `x` and `A` zero outside the mask.
 
     Parameters
@@ -300,22 +300,26 @@ def surrogate_inputs(fn: str, log_ratio, advantages, mask) -> tuple:
     fn
         str: the public function's name
     log_ratio
-        [B, T] floating: log pi_theta - log pi_old
+        [B, T] floating: log pi_theta - log pi_old (or any differentiable per-token input)
     advantages
-        [B, T] floating: the advantages (returned under stop_gradient)
+        [B, T] floating: the advantages, or any per-token data of the same shape (returned under stop_gradient)
     mask
         [B, T] 0/1
+    names
+        (str, str): the two arguments' names in the caller's signature, for the error messages (a
+        distillation loss passes ("log_probs", "teacher_log_probs"))
 
     Returns
     -------
     tuple
         (x, A, keep, compute dtype (at least float32), result dtype of `log_ratio` and `advantages`)
     """
-    log_ratio = as_float(fn, "log_ratio", log_ratio)
-    check_rank(fn, "log_ratio", log_ratio, 2)
-    advantages = as_float(fn, "advantages", advantages)
-    check_same_shape(fn, "advantages", advantages, "log_ratio", log_ratio)
-    keep = as_mask(fn, mask, log_ratio.shape, like="log_ratio")
+    first, second = names
+    log_ratio = as_float(fn, first, log_ratio)
+    check_rank(fn, first, log_ratio, 2)
+    advantages = as_float(fn, second, advantages)
+    check_same_shape(fn, second, advantages, first, log_ratio)
+    keep = as_mask(fn, mask, log_ratio.shape, like=first)
     rt = jnp.result_type(log_ratio, advantages)
     ct = stat_dtype(rt)
     x = jnp.where(keep, log_ratio.astype(ct), 0)  # select first: a masked NaN never enters arithmetic

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._checks import (as_float, as_mask, check_choice, check_number, check_rank, check_same_shape, shape_text,
-                            stat_dtype)
+                            stat_dtype, surrogate_inputs)
 from .._ops import clamp
 from .kl import KL_PENALTY_KINDS, kl_penalty
 
@@ -24,16 +24,7 @@ DISTILLATION_ADVANTAGE_KINDS = ("k1", "kl", "k2", "mse", "k3", "low_var_kl", "ab
 
 def _pair(fn: str, log_probs, teacher_log_probs, mask):
     "Checked [B, T] student and teacher log-probs, selected by the mask first; the teacher detached."
-    s = as_float(fn, "log_probs", log_probs)
-    check_rank(fn, "log_probs", s, 2)
-    t = as_float(fn, "teacher_log_probs", teacher_log_probs)
-    check_same_shape(fn, "teacher_log_probs", t, "log_probs", s)
-    keep = as_mask(fn, mask, s.shape, like="log_probs")
-    rt = jnp.result_type(s, t)
-    ct = stat_dtype(rt)
-    s = jnp.where(keep, s.astype(ct), 0.0)
-    t = jax.lax.stop_gradient(jnp.where(keep, t.astype(ct), 0.0))
-    return s, t, keep, ct, rt
+    return surrogate_inputs(fn, log_probs, teacher_log_probs, mask, names=("log_probs", "teacher_log_probs"))
 
 
 def _estimate(fn: str, s, t, kind: str, loss_max_clamp):
