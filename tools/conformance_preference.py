@@ -1,4 +1,4 @@
-"""`make conformance` for the preference family: dew_rl's DPO loss types, KTO, CPO/SimPO/AlphaPO, ORPO and DPO + SFT
+"""`make conformance` for the preference family: dew_rl's DPO loss types, KTO, CPO/SimPO/AlphaPO, ORPO, TPO and DPO + SFT
 against TRL 1.16.0 and OpenRLHF 0.11.2 run live, and NeMo-RL's DPO loss from its frozen fixture.
 
     python tools/conformance_preference.py            # TRL and OpenRLHF (creates or reuses tools/refenvs.py's envs)
@@ -9,8 +9,8 @@ adapters' `Recorder` (tools/conformance_adapters/_common.py). What is new here:
 
 1. `make_inputs`: preference pairs (per-token log-probs of the policy and the reference, chosen and rejected
    widths that differ, masks with variable lengths and interior holes, a one-sided empty response, WPO's
-   log sum_v pi^2 per token), unpaired KTO completions with labels and KL completions, a case with a pair whose
-   two responses are empty, and a case with an extreme margin.
+   log sum_v pi^2 per token), TPO's gold responses, unpaired KTO completions with labels and KL completions, a case
+   with a pair whose two responses are empty, and a case with an extreme margin.
 2. The adapters in tools/conformance_adapters/preference/ run TRL's and OpenRLHF's own loss code on them.
 3. NeMo-RL is not on the package index: tools/make_nemo_preference_fixtures.py ran its `DPOLossFn` from a
    checkout once and froze the outputs in tests/fixtures/nemo_rl_dpo.npz; they enter the table as frozen rows.
@@ -77,6 +77,9 @@ def make_inputs() -> dict[str, np.ndarray]:
        completion with no token.
     d: 3 pairs, pair 0 with a margin of about -1200 nats (beta * margin below -88: e^{-beta margin} overflows
        float32).
+    Every case also has a gold response per pair (`pg`, `mg`: TPO's third branch), drawn from a separate stream, and
+    TPO's chosen and rejected log-probs `tpo_pc`, `tpo_pr`: `pc` and `pr` capped at -0.01 (log-probs of a
+    vocabulary, which TRL's logits-based TPO needs).
     """
     out = {}
     specs = {"a": (6, 9, 7), "b": (5, 6, 8), "c": (4, 5, 5), "d": (3, 4, 4)}
@@ -107,6 +110,12 @@ def make_inputs() -> dict[str, np.ndarray]:
                         k_label=np.array([1, 0, 1, 1, 0, 1, 0, 0], np.float32) if case != "b" else
                         np.array([1, 1, 1, 0, 1, 0, 1, 1], np.float32),
                         k_klp=kl_lp, k_klref=kl_lp + rng.normal(-0.2, 0.6, (Bk, Tk)), k_klmask=klm)
+        # TPO's gold responses, from their own stream (the draws above are unchanged): a hole in case a
+        g_rng = np.random.default_rng(SEED + 100 + k)
+        Tg = {"a": 8, "b": 6, "c": 5, "d": 4}[case]
+        vals.update(pg=g_rng.normal(-1.2, 0.6, (P, Tg)), mg=_mask(g_rng, P, Tg, 1, holes=(1,) if case == "a" else ()))
+        # TRL's TPO takes logits: its stand-in needs log-probs of a vocabulary, <= 0 (pc and pr have a few > 0)
+        vals.update(tpo_pc=np.minimum(pc, -0.01), tpo_pr=np.minimum(pr, -0.01))
         for name, v in vals.items():
             out[f"in/{case}/{name}"] = np.asarray(v, np.float32)
         out[f"in/{case}/ref_free"] = np.array(int(case == "b"))
@@ -304,6 +313,40 @@ def dew_rl_side(framework: str, kind: str, p: dict, x: dict) -> dict:
             lambda pc, pr: fn(pc, pr, pair[4], pair[5], **kw), pair[0], pair[1]))
         r.update(function=fn.__name__, conv=pick(res), convention=_call_text(fn.__name__, kw))
         same()
+    elif kind.startswith("tpo_"):
+        kw = {k: p[k] for k in ("beta", "loss_type", "label_smoothing", "tpo_alpha", "tpo_l_gamma")}
+        lps = (jnp.asarray(x["tpo_pc"]), jnp.asarray(x["tpo_pr"]))
+        if kw["tpo_alpha"] != 0.0:
+            gold = (jnp.asarray(x["pg"]), jnp.asarray(x["mg"]))
+            f, args = (lambda pc, pr, pg: pf.tpo_loss(pc, pr, pair[4], pair[5], pg, gold[1], **kw)), (*lps, gold[0])
+        else:
+            f, args = (lambda pc, pr: pf.tpo_loss(pc, pr, pair[4], pair[5], **kw)), lps
+        res = _memo(x, pf.tpo_loss, "tpo_loss", kw, lambda: _value_and_grads(f, *args))
+        metric = {"rewards/chosen": "rewards_chosen", "rewards/rejected": "rewards_rejected",
+                  "rewards/accuracies": "reward_accuracy"}.get(p.get("metric"))
+        conv = pick(res, grad_kinds=("_grad_chosen", "_grad_rejected", "_grad_gold"), metric=metric)
+        r.update(function="tpo_loss", convention=_call_text("tpo_loss", kw))
+        P = x["mc"].shape[0]
+        empty = int(((x["mc"].sum(1) + x["mr"].sum(1)) == 0).sum())
+        if empty and kind == "tpo_loss":
+            # TRL averages a pair whose two responses are empty into the pair mean, at u = 0; dew_rl leaves it out
+            z, o = jnp.zeros((1, 1)), jnp.ones((1, 1))
+            at_zero = float(pf.tpo_loss(z, z, o, o, **dict(kw, tpo_alpha=0.0))[0])
+            m = res[1]
+            r["conv"] = ((P - empty) * np.float64(m["preference_loss"]) + empty * at_zero) / P \
+                + kw["tpo_alpha"] * np.float64(m["nll_loss"])
+            r["convention"] = (f"({P - empty} * preference_loss + {empty} * the pair loss at u = 0) / {P} + tpo_alpha * "
+                               f"nll_loss of {r['convention']}: TRL averages the pair with two empty responses in, "
+                               "dew_rl leaves it out and counts it")
+            r["default"], r["default_call"] = conv, _call_text("tpo_loss", kw)
+        elif empty and kind != "tpo_grad_gold":
+            # TRL's gradient and metrics are means over every pair, the empty one included: dew_rl's times N / P
+            r.update(conv=conv * (P - empty) / P, default=conv, default_call=r["convention"])
+            r["convention"] = (f"{r['convention']} * {P - empty} / {P}: TRL's mean counts the pair with two empty "
+                               "responses, dew_rl's does not")
+        else:
+            r["conv"] = conv
+            same()
     else:
         raise KeyError(f"no dew_rl side for {framework}/{kind}")
     return r

@@ -1,4 +1,4 @@
-"""Preference conformance adapter for TRL 1.16.0: DPO's loss types, KTO, CPO/SimPO/AlphaPO and ORPO, run by TRL.
+"""Preference conformance adapter for TRL 1.16.0: DPO's loss types, KTO, CPO/SimPO/AlphaPO, ORPO and TPO, run by TRL.
 
 Runs in the `trl` environment of tools/refenvs.py (torch 2.13.0 CPU, `trl==1.16.0`). TRL has no standalone
 preference loss function: each loss is a trainer method that calls the model. Each is called unbound, with a
@@ -12,7 +12,11 @@ the given per-token log-probabilities instead of running a network:
 - `CPOTrainer.get_batch_loss_metrics` and `ORPOTrainer.get_batch_loss_metrics` (trl/experimental/cpo,
   trl/experimental/orpo), which take logits: the stand-in model returns logits over a two-word vocabulary,
   `[lp, log(1 - e^lp)]`, whose log-softmax at word 0 is `lp` exactly (the normaliser is log 1), with every
-  label 0; so TRL's own `get_batch_logps`, cross-entropy and loss see the given log-probs.
+  label 0; so TRL's own `get_batch_logps`, cross-entropy and loss see the given log-probs;
+- `TPOTrainer._compute_loss` (trl/experimental/tpo), which takes logits as well: the same two-word stand-in over
+  the batch `[chosen, rejected, gold]` (`[chosen, rejected]` when `tpo_alpha=0`, as TRL's collator lays it out),
+  every token id 0, so TRL's `selective_log_softmax_and_entropy` and the gold response's `F.cross_entropy` see
+  the given log-probs.
 
 Everything after the log-probs is TRL's code; nothing is copied. float32 throughout; one process
 (gather and reduce are the identity). Besides each loss, the gradient of the loss with respect to the
@@ -37,6 +41,7 @@ VERSION = version("trl")
 assert VERSION == "1.16.0", VERSION
 from trl.experimental.cpo.cpo_trainer import CPOTrainer  # noqa: E402
 from trl.experimental.orpo.orpo_trainer import ORPOTrainer  # noqa: E402
+from trl.experimental.tpo.tpo_trainer import TPOTrainer  # noqa: E402
 from trl.trainer.dpo_trainer import DPOTrainer  # noqa: E402
 from trl.trainer.kto_trainer import KTOTrainer  # noqa: E402
 
@@ -45,6 +50,7 @@ DPO_FN = "trl/trainer/dpo_trainer.py:DPOTrainer._compute_loss"
 KTO_FN = "trl/trainer/kto_trainer.py:KTOTrainer._compute_loss"
 CPO_FN = "trl/experimental/cpo/cpo_trainer.py:CPOTrainer.get_batch_loss_metrics"
 ORPO_FN = "trl/experimental/orpo/orpo_trainer.py:ORPOTrainer.get_batch_loss_metrics"
+TPO_FN = "trl/experimental/tpo/tpo_trainer.py:TPOTrainer._compute_loss"
 torch.set_grad_enabled(True)
 
 
@@ -273,6 +279,68 @@ def run_ref_free(case, x):
         rec.attempt(f"{case}: orpo beta={beta}", one_orpo)
 
 
+# ------------------------------------------------------------------------------------------------------- TPO
+def _two_words(lp, keep):
+    "Logits over a two-word vocabulary whose log-softmax at word 0 is `lp` (a constant -1 where `keep` is False)."
+    w0 = torch.where(keep, lp, torch.full_like(lp, -1.0))
+    w1 = torch.where(w0 < -0.6931471805599453, torch.log1p(-torch.exp(w0)), torch.log(-torch.expm1(w0)))
+    return torch.stack([w0, w1], -1)
+
+
+def tpo(x, loss_type="sigmoid", beta=0.01, label_smoothing=0.0, tpo_alpha=1.0, tpo_l_gamma=0.5):
+    """TRL's TPO loss, its gradients w.r.t. the per-token log-probs of each branch, and its metrics."""
+    P = x["pc"].shape[0]
+    branches = [("tpo_pc", "mc"), ("tpo_pr", "mr")] + ([("pg", "mg")] if tpo_alpha != 0.0 else [])
+    T = max(x[k].shape[1] for k, _ in branches)
+    src = torch.tensor(np.concatenate([_pad(x[k], T) for k, _ in branches]), dtype=torch.float32, requires_grad=True)
+    m = np.concatenate([_pad(x[mk], T) for _, mk in branches])
+    keep = t(m > 0, torch.bool)
+    n = len(branches) * P
+    input_ids = torch.zeros((n, T + 1), dtype=torch.long)  # one prompt token; every completion token is word 0
+    completion_mask = t(np.concatenate([np.zeros((n, 1)), m], 1), torch.long)
+
+    def model(input_ids=None, attention_mask=None, use_cache=False, **kw):
+        # position j predicts token j + 1: the completion's token j; the last position predicts nothing
+        lp = torch.cat([src, torch.zeros((n, 1))], 1)
+        return types.SimpleNamespace(logits=_two_words(lp, torch.cat([keep, torch.zeros((n, 1), dtype=torch.bool)], 1)))
+
+    me = types.SimpleNamespace(
+        model=types.SimpleNamespace(training=True), loss_type=loss_type, beta=beta, label_smoothing=label_smoothing,
+        tpo_alpha=tpo_alpha, tpo_l_gamma=tpo_l_gamma, accelerator=_Accelerator(),
+        _metrics={"train": defaultdict(list), "eval": defaultdict(list)}, _total_train_tokens=0, _tp_size=1)
+    inputs = dict(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), completion_mask=completion_mask)
+    loss = TPOTrainer._compute_loss(me, model, inputs, False)
+    loss.backward()
+    g = src.grad.detach().numpy()
+    grads = [g[i * P:(i + 1) * P, : x[k].shape[1]] for i, (k, _) in enumerate(branches)]
+    return loss.detach(), grads, me._metrics["train"]
+
+
+def run_tpo(case, x):
+    put = lambda *a, **k: rec.put(case, *a, **k)  # noqa: E731
+    common = "one prompt token, the branches padded to a common width, a two-word vocabulary whose log-softmax is " \
+             "the given log-prob, float32, one process"
+    tpo_defaults = dict(beta=0.01, loss_type="sigmoid", label_smoothing=0.0, tpo_alpha=1.0, tpo_l_gamma=0.5)
+    settings = [dict(loss_type=lt, tpo_alpha=a) for lt in ("sigmoid", "hinge", "ipo", "tpo-l") for a in (1.0, 0.0)]
+    if case == "a":
+        settings += [dict(loss_type="sigmoid", label_smoothing=0.1, beta=0.5),
+                     dict(loss_type="tpo-l", label_smoothing=0.1, beta=0.5),
+                     dict(loss_type="tpo-l", tpo_l_gamma=1.5, beta=2.0, tpo_alpha=0.3),
+                     dict(loss_type="ipo", beta=0.1), dict(loss_type="hinge", beta=0.5, tpo_alpha=0.0)]
+    for kw in settings:
+        def one_setting(kw=kw):
+            cfg = dict(tpo_defaults, **kw)
+            loss, grads, met = tpo(x, **cfg)
+            s = ", ".join(f"{k}={v!r}" for k, v in kw.items()) + "; other TPOConfig fields at their defaults; " + common
+            put("tpo_loss", loss, TPO_FN, s, **cfg)
+            for name, g in zip(("chosen", "rejected", "gold"), grads):
+                put(f"tpo_grad_{name}", g, TPO_FN + " (torch autograd)", s, **cfg)
+            if kw == dict(loss_type="sigmoid", tpo_alpha=1.0):
+                for name in ("rewards/chosen", "rewards/rejected", "rewards/accuracies"):
+                    put("tpo_metric", met[name][0], TPO_FN + f" (metric {name})", s, metric=name, **cfg)
+        rec.attempt(f"{case}: tpo {kw}", one_setting)
+
+
 cases = load_inputs(sys.argv[1])
 for case, x in cases.items():
     if "pc" in x:
@@ -281,6 +349,8 @@ for case, x in cases.items():
         run_kto(case, x)
     if "pc" in x and x.get("ref_free", np.array(False)).item():
         run_ref_free(case, x)
+    if "tpo_pc" in x:
+        run_tpo(case, x)
 def config_defaults(cls, names):
     "The defaults of `cls`'s dataclass fields `names`, as the config class declares them."
     out = {}
@@ -292,6 +362,7 @@ def config_defaults(cls, names):
 
 from trl.experimental.cpo import CPOConfig  # noqa: E402
 from trl.experimental.orpo import ORPOConfig  # noqa: E402
+from trl.experimental.tpo import TPOConfig  # noqa: E402
 from trl.trainer.dpo_config import DPOConfig  # noqa: E402
 from trl.trainer.kto_config import KTOConfig  # noqa: E402
 
@@ -301,6 +372,7 @@ defaults = dict(
     KTOConfig=config_defaults(KTOConfig, ("beta", "loss_type", "desirable_weight", "undesirable_weight")),
     CPOConfig=config_defaults(CPOConfig, ("beta", "loss_type", "label_smoothing", "cpo_alpha", "simpo_gamma",
                                           "alpha")),
-    ORPOConfig=config_defaults(ORPOConfig, ("beta",)))
+    ORPOConfig=config_defaults(ORPOConfig, ("beta",)),
+    TPOConfig=config_defaults(TPOConfig, ("beta", "loss_type", "label_smoothing", "tpo_alpha", "tpo_l_gamma")))
 rec.save(sys.argv[2], sys.argv[3], dict(torch=torch.__version__, config_defaults=defaults))
 print(f"[trl] {len(rec.records)} outputs, {len(rec.failed)} failures")
