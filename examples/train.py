@@ -23,7 +23,7 @@ The loop, once per step:
    micro-batches with the mini-batch's `obj.loss_counts`.
 5. **Adapt the KL coefficient** with `rl.adaptive_kl_update`. The objective config is a JAX pytree
    whose coefficients are leaves and it is an *argument* of the jitted functions, so the new
-   coefficient never recompiles them: the script asserts it with `_cache_size()`.
+   coefficient never recompiles them: the script counts how often JAX traces each one and asserts once.
 
 The KL term: PPO and REINFORCE++ shape the reward with k1 to the reference (`kl_coef`, read in stage
 1); the group estimators add a k3 KL loss (`use_kl_loss=True`, `kl_loss_coef`, read in stage 2).
@@ -36,6 +36,7 @@ adds when it is given `values`; the other estimators never read it.
 Dependencies: jax, numpy, dew_rl, flax (NNX API; written against flax 0.12.8) and optax.
 """
 import argparse
+import collections
 import dataclasses
 import functools
 import sys
@@ -197,7 +198,16 @@ def make_objective(estimator, group_size, kl_coef):
     return entry(n_samples_per_prompt=group_size), None
 
 
-def make_train_step(graphdef, tx, prompt_len, n_micro):
+def counted(name, fn, traces):
+    "`fn`, counting in `traces[name]` each time JAX traces it: once per compilation, never on a cached call."
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        traces[name] += 1
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+def make_train_step(graphdef, tx, prompt_len, n_micro, traces):
     """One optimiser step on one mini-batch, jitted; the objective config `cfg` is an argument.
 
     `batch` is (seqs [M, L], rollout): the mini-batch's rows of the rollout stage 1 returned.
@@ -236,7 +246,7 @@ def make_train_step(graphdef, tx, prompt_len, n_micro):
         return new_params, new_opt_state, loss, {**metrics, "train/grad_norm": optax.tree.norm(grads),
                                                  "train/update_norm": update_norm}
 
-    return jit(train_step)
+    return jit(counted("train_step", train_step, traces))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -280,9 +290,10 @@ def train(args, reward_fn=verify, log=print):
     opt_state = tx.init(params)
 
     cfg, kl_field = make_objective(args.estimator, args.group_size, args.kl_coef)
-    # Fresh jitted functions (not module-level ones), so that their caches count this run's compilations.
-    stage1 = jit(lambda cfg, rollout: obj.advantages(cfg, rollout))
-    train_step = make_train_step(graphdef, tx, task.prompt_len, args.micro_batches)
+    # Fresh jitted functions, each counting its traces: a trace is a compilation.
+    traces = collections.Counter()
+    stage1 = jit(counted("stage1", lambda cfg, rollout: obj.advantages(cfg, rollout), traces))
+    train_step = make_train_step(graphdef, tx, task.prompt_len, args.micro_batches, traces)
 
     history = []
     for step in range(args.steps):
@@ -328,9 +339,9 @@ def train(args, reward_fn=verify, log=print):
                                              target_kl=args.target_kl, horizon=args.kl_horizon)
             cfg = dataclasses.replace(cfg, **{kl_field: new_coef})
         if step >= 2:   # by now the coefficient has changed twice: still one compilation each
-            assert train_step._cache_size() == 1 and stage1._cache_size() == 1, \
-                f"recompiled: train_step {train_step._cache_size()}, stage1 {stage1._cache_size()}"
-        record["compiles/train_step"], record["compiles/stage1"] = train_step._cache_size(), stage1._cache_size()
+            assert traces["train_step"] == 1 and traces["stage1"] == 1, \
+                f"recompiled: train_step traced {traces['train_step']} times, stage1 {traces['stage1']}"
+        record["compiles/train_step"], record["compiles/stage1"] = traces["train_step"], traces["stage1"]
         record["seconds"] = time.perf_counter() - t0
         history.append(record)
         log(format_record(record))
