@@ -70,7 +70,7 @@ bench: env
 
 # dew_rl against the frameworks themselves (each in its own environment, tools/refenvs.py): the core driver,
 # then one driver per family (tools/conformance_*.py: advantages, policy losses, entropy, off-policy correction,
-# preference, distillation). Each rewrites its data/conformance*.json (and outputs .npz), which the chapters and
+# preference, distillation, the conventions inside trainers: frontier). Each rewrites its data/conformance*.json (and outputs .npz), which the chapters and
 # tests/test_conformance_*.py read. FAMILIES=offpolicy runs one family only.
 FAMILIES ?= $(patsubst tools/conformance_%.py,%,$(wildcard tools/conformance_*.py))
 conformance: env

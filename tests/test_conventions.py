@@ -111,3 +111,24 @@ def test_every_implemented_row_run_against_a_framework_has_an_entry_in_the_data(
         assert not missing, f"{r['id']}: no entry in the conformance data for {sorted(missing)}"
         checked += 1
     assert checked >= 60, f"only {checked} rows checked against the data"
+
+
+def test_validation_catches_an_implemented_row_neither_run_nor_read(records):
+    import copy
+    bad = copy.deepcopy(records)
+    row = next(r for r in bad if r["id"] == "B20")
+    assert row["status"] == "yes" and row["conformance"]
+    row["conformance"], row["conformance_match"], row["read"] = [], [], {}
+    with pytest.raises(AssertionError, match="B20: implemented but run against no framework"):
+        cv.validate(bad)
+    row["read"] = {"TRL": " "}
+    with pytest.raises(AssertionError, match="B20: read must map a framework to the reason"):
+        cv.validate(bad)
+    row["read"] = {"TRL": "a reason"}
+    cv.validate(bad)  # a row only read, with its reason, is valid
+
+
+def test_every_implemented_row_is_run_or_says_why_not(records):
+    for r in records:
+        if r["status"] == "yes":
+            assert r["conformance"] or set(r["read"]) == set(r["frameworks"]), r["id"]

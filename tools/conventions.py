@@ -11,6 +11,10 @@ against. `validate` checks every one of those claims against the installed libra
 files, so the table cannot drift from either: a renamed function, a removed config field or loss
 mode, a missing reason, or a conformance list that no longer matches the data fails it.
 
+`read` maps a framework whose code was read at its pinned revision but could not be run here to the reason (for
+example a repository that cannot be fetched); the table says "read, not run" for it. An implemented record must be
+run against some framework, or say for each framework that ships it why it was only read.
+
 `conformance_match` says which entries of the conformance data belong to a record: selectors
 `{"file": "data/conformance_X.json", "kind": ..., "dew_rl": ..., "framework": ..., "params": {...}}`
 (every given key must match; `kind` may be a list; `params` is a subset match) or, for outputs frozen
@@ -41,7 +45,7 @@ EXPECTED = {"A": 21, "B": 20, "C": 9, "D": 9, "E": 4, "F": 2, "G": 2, "H": 11, "
 FRAMEWORKS = ("verl", "TRL", "OpenRLHF", "NeMo-RL", "slime", "Tunix", "rlax", "AReaL", "ROLL", "Relax")
 STATUSES = ("yes", "partial", "no", "not loss math")
 KEYS = ("id", "name", "section", "paper", "papers", "frameworks", "sources", "dew_rl", "objectives", "status",
-        "reason", "conformance", "conformance_match")
+        "reason", "conformance", "conformance_match", "read")
 SOURCE_RE = re.compile(r"^(?P<repo>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)@(?P<rev>[0-9a-f]{7,40}):(?P<path>[^:\s]+)"
                        r"(?::(?P<line>\d+(?:-\d+)?))?$")
 ARXIV_RE = re.compile(r"^\d{4}\.\d{4,5}$")
@@ -223,6 +227,15 @@ def validate(records=None) -> Counter:
                 problems.append(f"{rid}: conformance {r['conformance']} but the data selects {derived}")
             problems += [f"{rid}: run against {f}, which the record does not list as shipping it"
                          for f in derived if f not in r["frameworks"]]
+            read = r["read"]
+            if not isinstance(read, dict) or not all(isinstance(v, str) and v.strip() for v in read.values()):
+                problems.append(f"{rid}: read must map a framework to the reason it was not run; got {read!r}")
+            else:
+                problems += [f"{rid}: read {f!r}, which the record does not list as shipping it, or also ran it"
+                             for f in read if f not in r["frameworks"] or f in derived]
+                if r["status"] in ("yes", "partial") and not derived and set(read) != set(r["frameworks"]):
+                    problems.append(f"{rid}: implemented but run against no framework, and no reason given for "
+                                    f"{sorted(set(r['frameworks']) - set(read))}")
     if problems:
         raise AssertionError(f"{len(problems)} problem(s) in data/conventions.json:\n  " + "\n  ".join(problems))
     return Counter(r["status"] for r in records)
@@ -260,7 +273,7 @@ def render_row(r: dict) -> str:
     paper = ", ".join(f"[{p}](https://arxiv.org/abs/{p})" for p in r["papers"]) or "—"
     funcs = ", ".join(f"`{n}`" for n in r["dew_rl"]) or "—"
     objs = ", ".join(f"`{e}`" for e in r["objectives"]) if r["objectives"] else "—"
-    ran = ", ".join(r["conformance"]) or "—"
+    ran = ", ".join(r["conformance"] + [f"{f} (read, not run: {why})" for f, why in r["read"].items()]) or "—"
     status = f"**{r['status']}**" + (f": {r['reason']}" if r["reason"] else "")
     return "| " + " | ".join(_cell(c) for c in (r["id"], r["name"], paper, _shipped(r), funcs, objs, ran, status)) + " |"
 
@@ -283,6 +296,7 @@ def summary(records) -> dict:
     return dict(total=len(records), **{k.replace(" ", "_"): st.get(k, 0) for k in STATUSES},
                 objectives=sum(r["objectives"] is not None for r in records),
                 conformance=sum(bool(r["conformance"]) for r in records),
+                read_only=sum(bool(r["read"]) and not r["conformance"] for r in records),
                 functions=len({n for r in records for n in r["dew_rl"]}),
                 frameworks=len({f for r in records for f in r["conformance"]}))
 

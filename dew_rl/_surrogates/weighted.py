@@ -460,7 +460,8 @@ def p3o_terms(log_probs, behavior_log_probs, advantages, mask, ess=None, axis_na
     axis_name
         None, or the data-parallel axis the ESS sums run over (when `ess` is None)
     kl_mode
-        "proxy" (autograd through the clamped k3) or "proxy_safe" (same value, derivative 1 - e^(-l) everywhere)
+        "proxy" (autograd through the clamped k3) or "proxy_safe" (same value, derivative 1 - e^clip(-l, -10, 10)
+        everywhere, the clamped tokens included)
 
     Returns
     -------
