@@ -18,9 +18,7 @@ framework is needed here: dew_rl's side is recomputed from the stored inputs, in
 """
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import jax
@@ -29,41 +27,26 @@ import numpy as np
 import pytest
 
 import dew_rl as rl
+from frozen import ATOL, RTOL, close, load_fixture, load_script
+from frozen import assert_close as frozen_assert_close
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "frontier_nemo_rl.npz"
 SCRIPT = ROOT / "tools" / "make_nemo_rl_frontier_fixtures.py"
-RTOL, ATOL = 1e-5, 1e-6
 WEIGHTS = (0.1, 0.5)
 
 
 def _load_script():
-    torch_before = "torch" in sys.modules
-    spec = importlib.util.spec_from_file_location("make_nemo_rl_frontier_fixtures", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    assert torch_before or "torch" not in sys.modules, "the fixture script must import torch only in main()"
-    return mod
+    return load_script(SCRIPT)
 
 
 @pytest.fixture(scope="module")
 def fx():
-    with np.load(FIXTURE) as f:
-        return {k: f[k] for k in f.files}
-
-
-def close(ours, theirs) -> bool:
-    "float32 round-off: |ours - theirs| <= ATOL + RTOL * scale, scale the largest |theirs| (shapes must agree)."
-    ours, theirs = np.asarray(ours, np.float64), np.asarray(theirs, np.float64)
-    if ours.shape != theirs.shape:
-        return False
-    scale = float(np.abs(theirs).max(initial=0.0))
-    return bool(np.all(np.abs(ours - theirs) <= ATOL + RTOL * scale))
+    return load_fixture(FIXTURE)
 
 
 def assert_close(ours, theirs, what):
-    assert close(ours, theirs), (f"{what}: max |dew_rl - NeMo-RL| = "
-                                 f"{np.abs(np.asarray(ours, np.float64) - theirs).max():.3g}")
+    frozen_assert_close(ours, theirs, what, "NeMo-RL")
 
 
 # ------------------------------------------------------------------ the fixture itself

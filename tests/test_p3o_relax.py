@@ -18,9 +18,7 @@ float32 ulps from Relax's (relative <= 2.5e-7); fed the float32 log ratio in flo
 """
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import jax
@@ -29,42 +27,27 @@ import numpy as np
 import pytest
 
 import dew_rl as rl
+from frozen import close, load_fixture, load_script
+from frozen import assert_close as frozen_assert_close
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "p3o_relax.npz"
 SCRIPT = ROOT / "tools" / "make_relax_p3o_fixtures.py"
-RTOL, ATOL = 1e-5, 1e-6
 CASES = ("a", "b", "c")
 MODES = ("proxy", "proxy_safe")
 
 
 def _load_script():
-    torch_before = "torch" in sys.modules
-    spec = importlib.util.spec_from_file_location("make_relax_p3o_fixtures", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    assert torch_before or "torch" not in sys.modules, "the fixture script must import torch only in main()"
-    return mod
+    return load_script(SCRIPT)
 
 
 @pytest.fixture(scope="module")
 def fx():
-    with np.load(FIXTURE) as f:
-        return {k: f[k] for k in f.files}
-
-
-def close(ours, theirs) -> bool:
-    "float32 round-off: |ours - theirs| <= ATOL + RTOL * scale, scale the largest |theirs| (shapes must agree)."
-    ours, theirs = np.asarray(ours, np.float64), np.asarray(theirs, np.float64)
-    if ours.shape != theirs.shape:
-        return False
-    scale = float(np.abs(theirs).max(initial=0.0))
-    return bool(np.all(np.abs(ours - theirs) <= ATOL + RTOL * scale))
+    return load_fixture(FIXTURE)
 
 
 def assert_close(ours, theirs, what):
-    assert close(ours, theirs), (f"{what}: max |dew_rl - Relax| = "
-                                 f"{np.abs(np.asarray(ours, np.float64) - theirs).max():.3g}")
+    frozen_assert_close(ours, theirs, what, "Relax")
 
 
 def inputs(fx, case, dtype=jnp.float32):

@@ -20,30 +20,23 @@ docstring); on inputs drawn here with a fixed seed (float32):
   the KL term alone (value and gradient), against `kl_coef * aggregate(kl_penalty(...))`; and verl's DAPO group
   filter (`_dapo_filtered_keys` of the v1 replay buffer) against `dynamic_sampling_mask`.
 
-It reuses tools/conformance.py's pieces (`compare`, `agrees`, `ROUNDOFF`, the environments) and the Recorder of
-the adapters (tools/conformance_adapters/frontier/, a folder of its own so that no other driver's hash covers
-them), writes data/conformance_frontier.json (read by the chapters 02b_group_advantage, 02e_reinforce_plus_plus,
+The running, merging and comparing are tools/family_driver.py's (on tools/conformance.py's `compare`,
+`agrees`, `ROUNDOFF` and the environments); the adapters live in tools/conformance_adapters/frontier/, a folder of
+its own so that no other driver's hash covers them. It writes data/conformance_frontier.json (read by the chapters 02b_group_advantage, 02e_reinforce_plus_plus,
 03b_kl and 03i_weighted_policy_gradients) and data/conformance_frontier_outputs.npz (inputs and framework outputs),
 which tests/test_conformance_frontier.py uses to recompute dew_rl's side without any framework installed.
-`input_hash` covers this file, its adapters, tools/conformance_adapters/_common.py, tools/stubs/openrlhf_lite.py
-and the pins of tools/refenvs.py.
+`input_hash` covers this file, tools/family_driver.py, its adapters, tools/conformance_adapters/_common.py,
+tools/stubs/openrlhf_lite.py and the pins of tools/refenvs.py.
 """
 from __future__ import annotations
 
-import hashlib
 import importlib.util
-import json
-import os
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-ADAPTERS = ROOT / "tools" / "conformance_adapters"
 DATA = ROOT / "data" / "conformance_frontier.json"
 OUTPUTS = ROOT / "data" / "conformance_frontier_outputs.npz"
 FRAMEWORKS = ("verl", "trl", "openrlhf", "areal")
@@ -59,11 +52,15 @@ STOP_PROPERLY = (0.5, 0.0, 1.0, -0.5)
 def _load(name, path):
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod   # a dataclass looks its module up there
     spec.loader.exec_module(mod)
     return mod
 
 
-conf = _load("dew_rl_conformance_driver", ROOT / "tools" / "conformance.py")
+family_tools = _load("dew_rl_family_driver", ROOT / "tools" / "family_driver.py")
+conf = family_tools.conf   # tools/conformance.py: compare, agrees, ROUNDOFF, cases_of
+FAMILY = family_tools.Family("frontier", FRAMEWORKS, DATA, OUTPUTS,
+                             hashed=[ROOT / "tools" / "conformance_frontier.py", ROOT / "tools" / "stubs" / "openrlhf_lite.py"])
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -106,16 +103,11 @@ def make_inputs() -> dict[str, np.ndarray]:
 
 
 def hashed_files() -> list[Path]:
-    return [ROOT / "tools" / "conformance_frontier.py", ADAPTERS / "_common.py", ROOT / "tools" / "stubs" / "openrlhf_lite.py",
-            *(ADAPTERS / "frontier" / f"{name}_adapter.py" for name in FRAMEWORKS)]
+    return FAMILY.hashed_files()
 
 
 def input_hash() -> str:
-    h = hashlib.sha256()
-    for f in hashed_files():
-        h.update(f.relative_to(ROOT).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
-    h.update(json.dumps({k: v for k, v in conf._refenvs().ENVS.items() if k in FRAMEWORKS}, sort_keys=True).encode())
-    return h.hexdigest()
+    return FAMILY.input_hash()
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -190,92 +182,15 @@ DOCUMENTED = {
 
 
 def evaluate(records, arrays, cases):
-    rows = []
-    for rec in records:
-        side = dew_rl_side(rec["framework"], rec["kind"], rec["params"], cases[rec["case"]])
-        theirs = arrays[rec["key"]]
-        c = conf.compare(side["conv"], theirs, side["where"])
-        exact = c["max_abs"] == 0 and not c["special_mismatch"]
-        status = "exact" if exact else ("round-off" if conf.agrees(c) else "DIFFERS")
-        rows.append(dict(key=rec["key"], framework=rec["framework"], case=rec["case"], kind=rec["kind"],
-                         params=rec["params"], dew_rl=side["function"], framework_function=rec["framework_function"],
-                         framework_settings=rec["settings"], dew_rl_convention=side["convention"],
-                         max_abs=c["max_abs"], max_rel=c["max_rel"], special_mismatch=c["special_mismatch"],
-                         scale=c["scale"], n=c["n"], status=status,
-                         note=DOCUMENTED.get((rec["framework"], rec["kind"]), "") if status == "DIFFERS" else ""))
-    return rows
-
-
-# --------------------------------------------------------------------------------------------------------
-# 3. Running the adapters
-# --------------------------------------------------------------------------------------------------------
-def run_adapter(name, inputs, work, refenvs) -> dict:
-    t0 = time.time()
-    py = refenvs.build(name)
-    out_npz, out_json = work / f"{name}.npz", work / f"{name}.json"
-    cmd = [str(py), str(ADAPTERS / "frontier" / f"{name}_adapter.py"), str(inputs), str(out_npz), str(out_json)]
-    env = refenvs.env_for(name)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(ADAPTERS)) if p)
-    proc = subprocess.run(cmd, env=env, cwd=str(work), capture_output=True, text=True)
-    if proc.returncode:
-        raise RuntimeError(f"the {name} frontier adapter failed:\n" + "\n".join((proc.stderr or proc.stdout).splitlines()[-15:]))
-    print(proc.stdout.strip(), flush=True)
-    meta = json.loads(out_json.read_text())
-    with np.load(out_npz) as f:
-        meta["arrays"] = {k: f[k] for k in f.files}
-    print(f"[conformance_frontier] {name}: {len(meta['records'])} outputs in {time.time() - t0:.0f} s", flush=True)
-    return meta
+    return FAMILY.evaluate(records, arrays, cases, dew_rl_side, DOCUMENTED)
 
 
 def main(argv: list[str]) -> int:
-    try:
-        import dew_rl  # noqa: F401
-    except ImportError:
-        venv = ROOT / ".venv" / "bin" / "python"
-        if venv.exists() and Path(sys.prefix).resolve() != venv.parent.parent.resolve():
-            os.execv(str(venv), [str(venv), __file__, *argv])
-        raise
-    names = [a for a in argv if not a.startswith("-")] or list(FRAMEWORKS)
-    refenvs = conf._refenvs()
-    inputs = make_inputs()
-    cases = conf.cases_of(inputs)
-    previous = json.loads(DATA.read_text()) if DATA.exists() else {}
-    old_arrays = {}
-    if OUTPUTS.exists():
-        with np.load(OUTPUTS) as f:
-            old_arrays = {k: f[k] for k in f.files}
-    metas = {}
-    with tempfile.TemporaryDirectory(prefix="dew_rl_conformance_frontier_") as tmp:
-        work = Path(tmp)
-        np.savez(work / "inputs.npz", **inputs)
-        for name in names:
-            metas[name] = run_adapter(name, work / "inputs.npz", work, refenvs)
-    arrays, frameworks, records = dict(inputs), {}, []
-    for name in FRAMEWORKS:
-        if name in metas:
-            meta = metas[name]
-            arrays.update(meta.pop("arrays"))
-            records += meta.pop("records")
-            frameworks[name] = meta
-        elif name in previous.get("frameworks", {}):
-            frameworks[name] = previous["frameworks"][name]
-            arrays.update({k: v for k, v in old_arrays.items() if k.startswith(f"{name}/")})
-            records += [dict(key=r["key"], framework=name, case=r["case"], kind=r["kind"], params=r["params"],
-                             framework_function=r["framework_function"], settings=r["framework_settings"])
-                        for r in previous["results"] if r["framework"] == name]
-    rows = evaluate(records, arrays, cases)
-    data = dict(about="dew_rl against verl 0.9.1, TRL 1.16.0, OpenRLHF 0.11.2 and AReaL 1.0.4 (the conventions that "
-                      "live in a trainer's code); written by tools/conformance_frontier.py", input_hash=input_hash(),
-                hashed_files=[f.relative_to(ROOT).as_posix() for f in hashed_files()] + ["tools/refenvs.py:ENVS"],
-                seed=SEED, cases={k: dict(B=v[0], T=v[1], G=v[2], V=v[3], P=v[4][0], N=v[4][1]) for k, v in CASES.items()},
-                roundoff=conf.ROUNDOFF, frameworks=frameworks, results=rows)
-    DATA.write_text(json.dumps(data, indent=1) + "\n")
-    np.savez_compressed(OUTPUTS, **arrays)
-    bad = [r for r in rows if r["status"] == "DIFFERS"]
-    print(f"[conformance_frontier] {len(rows)} comparisons, {len(bad)} not at round-off; wrote {DATA.relative_to(ROOT)}")
-    for r in bad:
-        print(f"  DIFFERS {r['key']}: max abs {r['max_abs']:.3g} (scale {r['scale']:.3g}) {r['note']}")
-    return 0
+    return FAMILY.main(argv, make_inputs, dew_rl_side, DOCUMENTED,
+                       about="dew_rl against verl 0.9.1, TRL 1.16.0, OpenRLHF 0.11.2 and AReaL 1.0.4 (the conventions "
+                             "that live in a trainer's code); written by tools/conformance_frontier.py",
+                       extra=dict(seed=SEED, cases={k: dict(B=v[0], T=v[1], G=v[2], V=v[3], P=v[4][0], N=v[4][1])
+                                                    for k, v in CASES.items()}))
 
 
 if __name__ == "__main__":

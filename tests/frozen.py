@@ -1,0 +1,40 @@
+"""Shared by the tests that compare dew_rl with a framework's frozen outputs (tests/fixtures/*.npz written by a
+tools/make_*_fixtures.py script): load the fixture, load its script without torch, compare at float32 round-off."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+
+RTOL, ATOL = 1e-5, 1e-6
+
+
+def load_fixture(path: Path) -> dict:
+    with np.load(path) as f:
+        return {k: f[k] for k in f.files}
+
+
+def load_script(path: Path):
+    "Import a fixture script by path; it must import torch only when it runs (its inputs are drawn without it)."
+    torch_before = "torch" in sys.modules
+    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert torch_before or "torch" not in sys.modules, f"{Path(path).name} must import torch only in main()"
+    return mod
+
+
+def close(ours, theirs, rtol=RTOL, atol=ATOL) -> bool:
+    "float32 round-off: |ours - theirs| <= atol + rtol * scale, scale the largest |theirs| (shapes must agree)."
+    ours, theirs = np.asarray(ours, np.float64), np.asarray(theirs, np.float64)
+    if ours.shape != theirs.shape:
+        return False
+    scale = float(np.abs(theirs).max(initial=0.0))
+    return bool(np.all(np.abs(ours - theirs) <= atol + rtol * scale))
+
+
+def assert_close(ours, theirs, what, framework):
+    assert close(ours, theirs), (f"{what}: max |dew_rl - {framework}| = "
+                                 f"{np.abs(np.asarray(ours, np.float64) - np.asarray(theirs, np.float64)).max():.3g}")
