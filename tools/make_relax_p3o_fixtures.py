@@ -37,14 +37,15 @@ tests/test_p3o_relax.py compares dew_rl's `p3o_ess` and `p3o_terms` with the fro
 """
 from __future__ import annotations
 
-import hashlib
 import json
-import subprocess
 import sys
 import types
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import relax_source  # noqa: E402  (tools/relax_source.py)
 
 ROOT = Path(__file__).resolve().parent.parent
 REVISION = "2765d18a5fa57b0c3b7b5f6d310d60ee6c1dfcec"
@@ -113,15 +114,8 @@ def cases_of(inputs: dict) -> dict:
 
 def read_relax(source: str) -> str:
     "The file's text, from a git dir (at REVISION) or from a path; checked against the pinned sha256."
-    p = Path(source)
-    if p.is_dir():
-        text = subprocess.run(["git", "--git-dir", str(p), "show", f"{REVISION}:{FILE}"], check=True,
-                              capture_output=True, text=True).stdout
-    else:
-        text = p.read_bytes().decode("utf-8")
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    if digest != SHA256:
-        raise SystemExit(f"{source}: sha256 {digest} is not the pinned {SHA256} of {FILE}@{REVISION}")
+    text = relax_source.read_text(source, REVISION, FILE)
+    relax_source.check_sha256(text, SHA256, f"{source} ({FILE}@{REVISION})")
     return text
 
 

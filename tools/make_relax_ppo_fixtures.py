@@ -66,14 +66,15 @@ tests/test_ppo_relax.py compares dew_rl's `signed_cispo_terms`, `sapo_terms`, `k
 """
 from __future__ import annotations
 
-import hashlib
 import json
-import subprocess
 import sys
 import types
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import relax_source  # noqa: E402  (tools/relax_source.py)
 
 ROOT = Path(__file__).resolve().parent.parent
 REVISION = "d09ff62a4942d01b5bebe963b14d03fa30f25ebe"
@@ -196,21 +197,9 @@ def cases_of(inputs: dict) -> dict:
 
 def read_relax(source: str) -> str:
     "The file's text, from a git dir (at REVISION) or from a path; checked against the pinned sha256."
-    p = Path(source)
-    if p.is_dir():
-        text = subprocess.run(["git", "--git-dir", str(p), "show", f"{REVISION}:{FILE}"], check=True,
-                              capture_output=True, text=True).stdout
-    else:
-        text = p.read_bytes().decode("utf-8")
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    if digest != SHA256:
-        raise SystemExit(f"{source}: sha256 {digest} is not the pinned {SHA256} of {FILE}@{REVISION}")
+    text = relax_source.read_text(source, REVISION, FILE)
+    relax_source.check_sha256(text, SHA256, f"{source} ({FILE}@{REVISION})")
     return text
-
-
-def _identity_compile(fn=None, **kwargs):
-    "Stands in for torch.compile: `@torch.compile(...)` and `torch.compile(fn)` both leave the function as written."
-    return fn if fn is not None else (lambda f: f)
 
 
 def load_relax(text: str) -> types.ModuleType:
@@ -222,11 +211,8 @@ def load_relax(text: str) -> types.ModuleType:
     mod.__file__ = f"redai-infra/Relax@{REVISION[:12]}:{FILE}"
     sys.modules[name] = mod
     compile_ = torch.compile
-    torch.compile = _identity_compile
-    try:
+    with relax_source.torch_compile_is_identity():
         exec(compile(text, mod.__file__, "exec", dont_inherit=True), mod.__dict__)
-    finally:
-        torch.compile = compile_
     assert torch.compile is compile_
     for fn in ("compute_cispo_loss", "compute_sapo_loss", "compute_approx_kl", "compute_policy_loss"):
         assert getattr(mod, fn).__code__.co_filename == mod.__file__, fn  # the plain function, not a wrapper

@@ -1,0 +1,47 @@
+"""Shared by the fixture scripts that run Relax's code (tools/make_relax_*_fixtures.py).
+
+redai-infra/Relax and redai-studio/Relax are not on the package index and cannot be cloned in this project's
+environment. Each script therefore takes either the git directory of a Relax checkout (the file is read at the
+script's pinned revision) or the path of the file's text at that revision, checks a pinned sha256, and executes the
+code unchanged. Nothing of Relax is copied into this repository.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import subprocess
+from pathlib import Path
+
+
+def read_text(source: str, revision: str, path: str) -> str:
+    "The text of `path` at `revision`, from a git dir (`git show`) or, when `source` is a file, that file's text."
+    p = Path(source)
+    if p.is_dir():
+        return subprocess.run(["git", "--git-dir", str(p), "show", f"{revision}:{path}"], check=True,
+                              capture_output=True, text=True).stdout
+    return p.read_bytes().decode("utf-8")
+
+
+def check_sha256(text: str, pinned: str, what: str) -> None:
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    if digest != pinned:
+        raise SystemExit(f"{what}: sha256 {digest} is not the pinned {pinned}")
+
+
+def _identity_compile(fn=None, **kwargs):
+    "Stands in for torch.compile: `@torch.compile(...)` and `torch.compile(fn)` both leave the function as written."
+    return fn if fn is not None else (lambda f: f)
+
+
+@contextlib.contextmanager
+def torch_compile_is_identity():
+    """`torch.compile` as the identity while Relax's definitions are executed, restored afterwards. Inductor needs a
+    C++ toolchain, does not change the computed values, and (torch 2.13.0, CPU, its caches on) was seen to reuse a
+    compiled `compute_cispo_loss` with a stale `eps_clip`; the plain functions are what the fixtures record."""
+    import torch
+    compile_ = torch.compile
+    torch.compile = _identity_compile
+    try:
+        yield
+    finally:
+        torch.compile = compile_
