@@ -38,3 +38,20 @@ def close(ours, theirs, rtol=RTOL, atol=ATOL) -> bool:
 def assert_close(ours, theirs, what, framework):
     assert close(ours, theirs), (f"{what}: max |dew_rl - {framework}| = "
                                  f"{np.abs(np.asarray(ours, np.float64) - np.asarray(theirs, np.float64)).max():.3g}")
+
+
+def npz_fixture(path: Path):
+    "A module-scoped pytest fixture holding the arrays of a frozen fixture: `fx = npz_fixture(FIXTURE)`."
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def fx():
+        return load_fixture(path)
+    return fx
+
+
+def comparer(framework: str):
+    "`assert_close(ours, theirs, what)` naming `framework` in its message."
+    def assert_close_to(ours, theirs, what):
+        assert_close(ours, theirs, what, framework)
+    return assert_close_to

@@ -65,8 +65,7 @@ import numpy as np
 import pytest
 
 import dew_rl as rl
-from frozen import close, load_fixture, load_script
-from frozen import assert_close as frozen_assert_close
+from frozen import close, comparer, load_script, npz_fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "advantages_relax.npz"
@@ -83,17 +82,12 @@ GDPO_RAW_DIFF = {("m4", "none", (24,)): 3.777e-4, ("m4", "none", (12, 12)): 2.32
                  ("m8", "1,0.5,2", (24,)): 7.021e-5, ("m8", "1,0.5,2", (8, 16)): 6.998e-5}
 
 
+fx = npz_fixture(FIXTURE)
+assert_close = comparer("Relax")
+
+
 def _load_script():
     return load_script(SCRIPT)
-
-
-@pytest.fixture(scope="module")
-def fx():
-    return load_fixture(FIXTURE)
-
-
-def assert_close(ours, theirs, what):
-    frozen_assert_close(ours, theirs, what, "Relax")
 
 
 def relax(fx, case, kind, **params):

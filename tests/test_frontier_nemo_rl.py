@@ -27,8 +27,7 @@ import numpy as np
 import pytest
 
 import dew_rl as rl
-from frozen import ATOL, RTOL, close, load_fixture, load_script
-from frozen import assert_close as frozen_assert_close
+from frozen import ATOL, RTOL, close, comparer, load_script, npz_fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "frontier_nemo_rl.npz"
@@ -36,17 +35,12 @@ SCRIPT = ROOT / "tools" / "make_nemo_rl_frontier_fixtures.py"
 WEIGHTS = (0.1, 0.5)
 
 
+fx = npz_fixture(FIXTURE)
+assert_close = comparer("NeMo-RL")
+
+
 def _load_script():
     return load_script(SCRIPT)
-
-
-@pytest.fixture(scope="module")
-def fx():
-    return load_fixture(FIXTURE)
-
-
-def assert_close(ours, theirs, what):
-    frozen_assert_close(ours, theirs, what, "NeMo-RL")
 
 
 # ------------------------------------------------------------------ the fixture itself

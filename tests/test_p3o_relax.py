@@ -27,8 +27,7 @@ import numpy as np
 import pytest
 
 import dew_rl as rl
-from frozen import close, load_fixture, load_script
-from frozen import assert_close as frozen_assert_close
+from frozen import close, comparer, load_script, npz_fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "p3o_relax.npz"
@@ -37,17 +36,12 @@ CASES = ("a", "b", "c")
 MODES = ("proxy", "proxy_safe")
 
 
+fx = npz_fixture(FIXTURE)
+assert_close = comparer("Relax")
+
+
 def _load_script():
     return load_script(SCRIPT)
-
-
-@pytest.fixture(scope="module")
-def fx():
-    return load_fixture(FIXTURE)
-
-
-def assert_close(ours, theirs, what):
-    frozen_assert_close(ours, theirs, what, "Relax")
 
 
 def inputs(fx, case, dtype=jnp.float32):

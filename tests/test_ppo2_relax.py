@@ -47,8 +47,7 @@ import numpy as np
 import pytest
 
 import dew_rl as rl
-from frozen import close, load_fixture, load_script
-from frozen import assert_close as frozen_assert_close
+from frozen import close, comparer, load_script, npz_fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "ppo2_relax.npz"
@@ -60,17 +59,12 @@ SCALARS = ("m2po_m2_now", "m2po_m2_after", "m2po_eps_low", "m2po_eps_high")
 ZERO_LEVEL = {("b", 0.02), ("b", 0.3)}  # item 1: the water-filling level is 0
 
 
+fx = npz_fixture(FIXTURE)
+assert_close = comparer("Relax")
+
+
 def _load_script():
     return load_script(SCRIPT)
-
-
-@pytest.fixture(scope="module")
-def fx():
-    return load_fixture(FIXTURE)
-
-
-def assert_close(ours, theirs, what):
-    frozen_assert_close(ours, theirs, what, "Relax")
 
 
 def tok(fx, case):

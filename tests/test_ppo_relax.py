@@ -48,8 +48,7 @@ import numpy as np
 import pytest
 
 import dew_rl as rl
-from frozen import close, load_fixture, load_script
-from frozen import assert_close as frozen_assert_close
+from frozen import close, comparer, load_script, npz_fixture
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "ppo_relax.npz"
@@ -63,17 +62,12 @@ GAE_SETTINGS = ((1.0, 1.0), (1.0, 0.95), (0.99, 0.9), (0.9, 0.0))
 IMPLS = ("vanilla", "chunked")
 
 
+fx = npz_fixture(FIXTURE)
+assert_close = comparer("Relax")
+
+
 def _load_script():
     return load_script(SCRIPT)
-
-
-@pytest.fixture(scope="module")
-def fx():
-    return load_fixture(FIXTURE)
-
-
-def assert_close(ours, theirs, what):
-    frozen_assert_close(ours, theirs, what, "Relax")
 
 
 def tok(fx, case):

@@ -58,15 +58,6 @@ MODES = ("proxy", "proxy_safe")
 TOKEN_KINDS = ("score_loss", "behavior_kl_proxy", "adaptive_kl_loss", "cap_hits", "total", "grad")
 
 
-def _holes(lengths, T, holes=()):
-    "A prefix mask of the given lengths with interior holes at (row, col) (each strictly inside its row's prefix)."
-    m = (np.arange(T)[None, :] < np.asarray(lengths)[:, None]).astype(np.float32)
-    for r, c in holes:
-        assert 0 < c < lengths[r] - 1, (r, c)
-        m[r, c] = 0.0
-    return m
-
-
 def make_inputs() -> dict:
     """Every input, float32, under in/<case>/<name>; numpy only (tests/test_p3o_relax.py re-draws them)."""
     rng = np.random.default_rng(SEED)
@@ -85,7 +76,7 @@ def make_inputs() -> dict:
     l = rng.normal(0.0, 0.4, (B, T))
     l[0, 1], l[2, 3], l[5, 0] = 1.1, -2.5, 0.9
     adv = rng.normal(0.0, 1.0, (B, T))
-    put("a", lp, l, adv, _holes([7, 3, 5, 7, 2, 6, 4, 7], T, [(0, 2), (3, 4), (5, 1), (7, 5)]))
+    put("a", lp, l, adv, relax_source.prefix_mask([7, 3, 5, 7, 2, 6, 4, 7], T, [(0, 2), (3, 4), (5, 1), (7, 5)]))
 
     # b: fully masked row 3, ratios beyond the k3 exponent clamp both ways, a masked +30 that must not count
     B, T = 10, 9
@@ -94,7 +85,7 @@ def make_inputs() -> dict:
     l[1, 2], l[6, 4], l[4, 1] = 12.5, -10.5, 3.0
     l[0, 8] = 30.0  # masked (row 0 has length 6)
     adv = np.repeat(rng.normal(0.0, 1.0, (B, 1)), T, 1) + rng.normal(0.0, 0.1, (B, T))
-    mask = _holes([6, 9, 4, 0, 8, 3, 9, 5, 7, 9], T, [(1, 4), (2, 1), (4, 3), (6, 2), (9, 7)])
+    mask = relax_source.prefix_mask([6, 9, 4, 0, 8, 3, 9, 5, 7, 9], T, [(1, 4), (2, 1), (4, 3), (6, 2), (9, 7)])
     assert mask[0, 8] == 0 and mask[1, 2] == 1 and mask[6, 4] == 1
     put("b", lp, l, adv, mask)
 
@@ -104,7 +95,7 @@ def make_inputs() -> dict:
     l = rng.uniform(-9.0, -6.0, (B, T))
     l[2, 1] = -11.0
     adv = rng.normal(0.0, 1.0, (B, T))
-    put("c", lp, l, adv, _holes([5, 4, 5, 2, 5, 3], T, [(0, 2), (2, 3), (4, 1)]))
+    put("c", lp, l, adv, relax_source.prefix_mask([5, 4, 5, 2, 5, 3], T, [(0, 2), (2, 3), (4, 1)]))
     return x
 
 

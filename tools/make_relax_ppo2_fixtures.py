@@ -92,15 +92,6 @@ PPO_SETTINGS = ((0.2, 0.2, None), (0.2, 0.28, 3.0))  # (eps_clip, eps_clip_high,
 RLOO_GROUPS = (2, 3, 4, 5, 6, 6, 2)
 
 
-def _holes(lengths, T, holes=()):
-    "A prefix mask of the given lengths with interior holes at (row, col) (each strictly inside its row's prefix)."
-    m = (np.arange(T)[None, :] < np.asarray(lengths)[:, None]).astype(np.float32)
-    for r, c in holes:
-        assert 0 < c < lengths[r] - 1, (r, c)
-        m[r, c] = 0.0
-    return m
-
-
 def make_inputs() -> dict:
     """Every input under in/<case>/<name>; numpy only (tests/test_ppo2_relax.py re-draws them)."""
     rng = np.random.default_rng(SEED)
@@ -123,7 +114,7 @@ def make_inputs() -> dict:
     adv = rng.normal(0.0, 1.0, (B, T))
     adv[1, 0] = adv[3, 5] = adv[5, 1] = 0.0
     adv[0, 1], adv[1, 3], adv[3, 2], adv[4, 4], adv[2, 3] = 0.8, -1.1, 1.3, -0.6, 0.9  # the far ones are harmful
-    put("a", lp, l, adv, _holes([8, 6, 8, 7, 5, 8], T, [(0, 3), (2, 1), (3, 4), (5, 5)]))
+    put("a", lp, l, adv, relax_source.prefix_mask([8, 6, 8, 7, 5, 8], T, [(0, 3), (2, 1), (3, 4), (5, 5)]))
 
     # b: every |l| in [0.5, 3], a fully masked row 3, a row of zero advantages (5), a masked l = +15 at [0, 7]
     B, T = 8, 9
@@ -133,7 +124,7 @@ def make_inputs() -> dict:
     adv = rng.normal(0.0, 1.0, (B, T))
     adv[5] = 0.0
     adv[2, 4] = 0.0
-    mask = _holes([6, 9, 5, 0, 8, 4, 9, 7], T, [(1, 4), (2, 2), (4, 3), (6, 2), (7, 5)])
+    mask = relax_source.prefix_mask([6, 9, 5, 0, 8, 4, 9, 7], T, [(1, 4), (2, 2), (4, 3), (6, 2), (7, 5)])
     assert mask[0, 7] == 0
     put("b", lp, l, adv, mask)
 
@@ -147,7 +138,7 @@ def make_inputs() -> dict:
     l = np.where(far & (adv < 0), np.log(rng.uniform(4.0, 12.0, (B, T))), l)
     l = np.where(far & (adv > 0), np.log(rng.uniform(0.05, 0.3, (B, T))), l)
     l[0, 2] = 2.5  # A = 0: neither harmful nor clipped
-    put("c", lp, l, adv, _holes([7, 5, 7, 4, 6], T, [(0, 3), (2, 1), (4, 2)]))
+    put("c", lp, l, adv, relax_source.prefix_mask([7, 5, 7, 4, 6], T, [(0, 3), (2, 1), (4, 2)]))
 
     # r: RLOO groups with ties
     rewards = [np.array([1.0, 0.0]), np.full(3, 0.9), np.full(4, 0.7), np.array([0.3, 1.2, 0.3, -0.5, 1.2]),

@@ -94,15 +94,6 @@ GAE_IMPLS = ("vanilla", "chunked")
 CHUNK_SIZE = 4
 
 
-def _holes(lengths, T, holes=()):
-    "A prefix mask of the given lengths with interior holes at (row, col) (each strictly inside its row's prefix)."
-    m = (np.arange(T)[None, :] < np.asarray(lengths)[:, None]).astype(np.float32)
-    for r, c in holes:
-        assert 0 < c < lengths[r] - 1, (r, c)
-        m[r, c] = 0.0
-    return m
-
-
 def make_inputs() -> dict:
     """Every input under in/<case>/<name>; numpy only (tests/test_ppo_relax.py re-draws them)."""
     rng = np.random.default_rng(SEED)
@@ -126,7 +117,7 @@ def make_inputs() -> dict:
     d[0, 1], d[2, 5], d[5, 3] = 2.0, 3.0, -3.0
     adv = rng.normal(0.0, 1.0, (B, T))
     adv[1, 0] = adv[3, 5] = adv[5, 1] = 0.0
-    put("a", lp, l, d, adv, _holes([7, 5, 7, 6, 5, 7], T, [(0, 3), (2, 1), (3, 4), (5, 5)]))
+    put("a", lp, l, d, adv, relax_source.prefix_mask([7, 5, 7, 6, 5, 7], T, [(0, 3), (2, 1), (3, 4), (5, 5)]))
 
     # b: fully masked row 3, GRPO-like per-row advantages (row 5 all exact zeros), ratios 20 and 0.018,
     #    k3 ~ 49.6 at [6, 6], a masked log-ratio +15 at [0, 7]
@@ -139,7 +130,7 @@ def make_inputs() -> dict:
     adv = np.repeat(rng.normal(0.0, 1.0, (B, 1)), T, 1)
     adv[5] = 0.0
     adv[2, 4] = 0.0
-    mask = _holes([6, 9, 5, 0, 8, 4, 9, 7], T, [(1, 4), (2, 2), (4, 3), (6, 2), (7, 5)])
+    mask = relax_source.prefix_mask([6, 9, 5, 0, 8, 4, 9, 7], T, [(1, 4), (2, 2), (4, 3), (6, 2), (7, 5)])
     assert mask[0, 7] == 0 and mask[1, 2] == 1 and mask[6, 4] == 1 and mask[6, 6] == 1 and mask[4, 1] == 1
     put("b", lp, l, d, adv, mask)
 
@@ -150,7 +141,7 @@ def make_inputs() -> dict:
     d = rng.uniform(-2.0, 2.0, (B, T))
     adv = rng.normal(0.0, 1.0, (B, T))
     adv[0, 2] = adv[4, 0] = 0.0
-    put("c", lp, l, d, adv, _holes([6, 4, 6, 3, 5], T, [(0, 3), (2, 1), (4, 2)]))
+    put("c", lp, l, d, adv, relax_source.prefix_mask([6, 4, 6, 3, 5], T, [(0, 3), (2, 1), (4, 2)]))
 
     # o: OPSM; row i is a sample of length lengths[i]; per-row drift mean(old - lp) set around the deltas
     B, T = 8, 9
@@ -163,7 +154,7 @@ def make_inputs() -> dict:
     adv[5] = rng.uniform(0.2, 1.5, T) * np.array([1, -1, 1, 1, -1, 1, 1, -1, 1])   # mixed, mean > 0
     adv[6] = rng.uniform(0.2, 1.5, T) * np.array([-1, 1, -1, 1, -1, -1, 1, 1, 1])  # mixed, valid mean < 0
     adv[1, 2] = adv[7, 3] = 0.0
-    mask = _holes(lengths, T, [(0, 2), (0, 6), (1, 3), (4, 5), (5, 2), (6, 3)])
+    mask = relax_source.prefix_mask(lengths, T, [(0, 2), (0, 6), (1, 3), (4, 5), (5, 2), (6, 3)])
     mask[3] = 0.0  # a sample with no loss token
     pad = np.arange(T)[None, :] >= lengths[:, None]
     old = np.where(pad, lp + 9.0, old)  # padding: never read by Relax, masked for dew_rl
@@ -176,7 +167,7 @@ def make_inputs() -> dict:
     # g1, g2: GAE on zero-padded rows (Relax's batch padding), prefix masks
     for case, lengths in (("g1", [11, 7, 11, 0, 4]), ("g2", [6, 6, 3, 5])):
         B, T = len(lengths), max(lengths)
-        m = _holes(lengths, T)
+        m = relax_source.prefix_mask(lengths, T)
         r = rng.normal(0.0, 0.05, (B, T))  # per-token shaping (a KL penalty, say)
         for i, n in enumerate(lengths):
             if n:

@@ -45,3 +45,13 @@ def torch_compile_is_identity():
         yield
     finally:
         torch.compile = compile_
+
+
+def prefix_mask(lengths, T, holes=()):
+    "A float32 [B, T] prefix mask of the given lengths with interior holes at (row, col), each inside its row's prefix."
+    import numpy as np
+    m = (np.arange(T)[None, :] < np.asarray(lengths)[:, None]).astype(np.float32)
+    for r, c in holes:
+        assert 0 < c < lengths[r] - 1, (r, c)
+        m[r, c] = 0.0
+    return m
