@@ -13,6 +13,7 @@ import pytest
 from jax.sharding import Mesh, PartitionSpec as P
 
 import dew_rl as rl
+from tracing import jit_counting_traces
 
 EPS32 = float(np.finfo(np.float32).eps)
 
@@ -275,15 +276,15 @@ def test_sampler_support_incomplete_is_reported():
 
 def test_traced_temperature_and_top_p_do_not_recompile():
     z = np.random.default_rng(7).normal(size=(2, 3, 20)).astype(np.float32)
-    f = jax.jit(lambda z, tau, p: rl.sampler_support(z, top_k=6, top_p=p, temperature=tau)[0])
+    f, f_traces = jit_counting_traces(lambda z, tau, p: rl.sampler_support(z, top_k=6, top_p=p, temperature=tau)[0])
     a = f(z, jnp.asarray(0.8), jnp.asarray(0.6))
     b = f(z, jnp.asarray(1.1), jnp.asarray(0.9))
-    assert f._cache_size() == 1
+    assert len(f_traces) == 1
     np.testing.assert_array_equal(a, rl.sampler_support(z, top_k=6, top_p=0.6, temperature=0.8)[0])
     np.testing.assert_array_equal(b, rl.sampler_support(z, top_k=6, top_p=0.9, temperature=1.1)[0])
-    g = jax.jit(lambda z, tau: rl.sum_pi_squared_from_logits(z, tau))
+    g, g_traces = jit_counting_traces(lambda z, tau: rl.sum_pi_squared_from_logits(z, tau))
     g(z, jnp.asarray(0.5)); g(z, jnp.asarray(2.0))
-    assert g._cache_size() == 1
+    assert len(g_traces) == 1
 
 
 # ---------------------------------------------------------------- memory

@@ -20,6 +20,7 @@ import pytest
 
 import dew_rl as rl
 import dew_rl.objectives as obj
+from tracing import jit_counting_traces
 from dew_rl.testing import poison, random_mask
 import objectives_reference as ref
 
@@ -145,10 +146,10 @@ def test_the_importance_weighted_kl_has_its_gradient_through_r():
 
 def test_correction_thresholds_trace():
     cfg = obj.grpo(n_samples_per_prompt=G, rollout_is="token", rollout_is_threshold=1.5, off_policy_mask_threshold=0.1)
-    step = jax.jit(lambda c, x: obj.loss(c, x, obj.advantages(c, RO)[0])[0])
+    step, traces = jit_counting_traces(lambda c, x: obj.loss(c, x, obj.advantages(c, RO)[0])[0])
     values = {float(step(dataclasses.replace(cfg, rollout_is_threshold=t, off_policy_mask_threshold=d), f32(LP)))
               for t, d in ((1.5, 0.1), (1.1, 0.01), (jnp.float32(3.0), 0.5))}
-    assert step._cache_size() == 1 and len(values) == 3
+    assert len(traces) == 1 and len(values) == 3
 
 
 @pytest.mark.parametrize("name", sorted(rl.ROLLOUT_CORRECTION_PRESETS))
@@ -337,9 +338,9 @@ def test_opd_kl_coef_adds_distillation_after_the_estimators_normalisation():
     ro0, rmet0, *_ = run(obj.grpo(n_samples_per_prompt=G, opd_kl_coef=0.0))
     assert "rollout/opd_reverse_kl" not in rmet0
     np.testing.assert_allclose(np.asarray(ro0.advantages), want0, rtol=1e-5, atol=1e-6)
-    step = jax.jit(lambda cfg: obj.advantages(cfg, RO_T)[0].advantages)
+    step, traces = jit_counting_traces(lambda cfg: obj.advantages(cfg, RO_T)[0].advantages)
     outs = [np.asarray(step(obj.grpo(n_samples_per_prompt=G, opd_kl_coef=jnp.float32(c)))) for c in (0.1, 0.2, 0.3)]
-    assert step._cache_size() == 1
+    assert len(traces) == 1
     np.testing.assert_allclose(outs[2] - outs[0], -0.2 * np.where(K, OLD - TEACH, 0.0), rtol=1e-4, atol=1e-5)
 
 

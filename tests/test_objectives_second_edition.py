@@ -17,6 +17,7 @@ import pytest
 
 import dew_rl as rl
 import dew_rl.objectives as obj
+from tracing import jit_counting_traces
 from dew_rl.testing import poison, random_mask
 import objectives_reference as ref
 
@@ -158,7 +159,7 @@ def test_coefficients_are_leaves_and_a_schedule_compiles_once():
     cfg = obj.grpo(n_samples_per_prompt=G, use_kl_loss=True, kl_loss_coef=0.01, entropy_coeff=0.001, tis_cap=2.0)
     ro, lp, m, *_ = batch(7)
     ent = jnp.ones((B, T))
-    step = jax.jit(lambda c, r, x: obj.loss(c, x, obj.advantages(c, r)[0], entropy=ent)[0])
+    step, traces = jit_counting_traces(lambda c, r, x: obj.loss(c, x, obj.advantages(c, r)[0], entropy=ent)[0])
     x = jnp.asarray(poison(lp, m), jnp.float32)
     values = []
     for kl in (0.01, 0.02, jnp.float32(0.05), 0.3):
@@ -166,7 +167,7 @@ def test_coefficients_are_leaves_and_a_schedule_compiles_once():
         values.append(float(step(c, ro, x)))
         eager = float(obj.loss(c, x, obj.advantages(c, ro)[0], entropy=ent)[0])
         assert values[-1] == pytest.approx(eager, rel=1e-5, abs=1e-7)
-    assert step._cache_size() == 1
+    assert len(traces) == 1
     assert len(set(values)) == 4
     names = [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_flatten_with_path(cfg)[0]]
     assert names == [".kl_loss_coef", ".entropy_coeff", ".clip_ratio_low", ".clip_ratio_high", ".clip_ratio_c", ".tis_cap"]
@@ -191,12 +192,12 @@ def test_the_adaptive_kl_controller_drives_a_jitted_ppo_step_without_recompiling
                      token_rewards=rng.normal(size=(B, T)).astype(np.float32),
                      old_values=rng.normal(size=(B, T)).astype(np.float32))
     cfg = obj.ppo(kl_coef=0.05)
-    stage1 = jax.jit(lambda c, r: obj.advantages(c, r))           # a fresh function: its own compilation cache
+    stage1, traces = jit_counting_traces(lambda c, r: obj.advantages(c, r))
     beta = 0.05
     for _ in range(4):
         _, met = stage1(dataclasses.replace(cfg, kl_coef=beta), ro)
         beta = rl.adaptive_kl_update(beta, met["rollout/reward_kl_penalty"], B, target_kl=0.01, horizon=100.0)
-    assert stage1._cache_size() == 1
+    assert len(traces) == 1
     kl = float(met["rollout/reward_kl_penalty"])
     assert kl == pytest.approx(ref.response_mean(old - np.asarray(ro.ref_log_probs), m != 0), rel=1e-6)
     assert float(beta) > 0.05                                          # the KL is above target: beta rises
@@ -207,13 +208,13 @@ def test_replace_inside_jit_and_a_host_zero_switches_a_term_off():
     ro, lp, m, *_ = batch(9)
     x = jnp.asarray(poison(lp, m), jnp.float32)
 
-    @jax.jit
-    def step(c, k):
+    def schedule_step(c, k):
         c = dataclasses.replace(c, kl_loss_coef=k)                     # a schedule applied inside the step
         return obj.loss(c, x, obj.advantages(c, ro)[0])[0]
 
+    step, traces = jit_counting_traces(schedule_step)
     a, b = float(step(cfg, 0.01)), float(step(cfg, 0.5))
-    assert a != b and step._cache_size() == 1
+    assert a != b and len(traces) == 1
     assert "entropy_coeff" in cfg._off and "entropy_coeff" not in dataclasses.replace(cfg, entropy_coeff=0.01)._off
     with pytest.raises(ValueError, match="`entropy` is required when entropy_coeff=a JAX array"):
         obj.loss(dataclasses.replace(cfg, entropy_coeff=jnp.float32(0.0)), x, obj.advantages(cfg, ro)[0])
