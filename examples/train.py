@@ -29,6 +29,33 @@ The KL term: PPO and REINFORCE++ shape the reward with k1 to the reference (`kl_
 1); the group estimators add a k3 KL loss (`use_kl_loss=True`, `kl_loss_coef`, read in stage 2).
 `--kl-coef 0` turns the KL off (no reference forward pass at all).
 
+Data parallel. `--devices N` splits the rows over N devices (on a CPU, simulate them with
+`XLA_FLAGS=--xla_force_host_platform_device_count=N`) in one of two forms, `--dp`:
+
+- `shard_map` (default): stage 1 and the gradient run inside `jax.shard_map` over a mesh axis "dp", rows
+  split with `P("dp")`, parameters replicated with `P()`, and `axis_name="dp"` passed to
+  `obj.advantages`, `obj.loss_counts` and `obj.loss`. The loss is then the global batch's on every device,
+  and so is the gradient of the replicated parameters: shard_map's varying-axis checking (on by
+  default) transposes the implicit broadcast of a replicated input into a sum over "dp", so the
+  gradient needs NO further `psum` (a `psum` would make it N times too large). With `check_vma=False`
+  that sum is not inserted for you: each device's gradient is then N times its share of the global one,
+  and `jax.lax.pmean(grads, "dp")` gives the global gradient.
+- `jit`: the single-device code, unchanged, with `axis_name=None`, jitted over inputs whose rows are
+  sharded with `NamedSharding(mesh, P("dp"))`; XLA inserts the collectives and the gradient is the
+  global one.
+
+Either way the parameters after each step equal the single-device run's to float32 round-off
+(`tests/test_example_data_parallel.py`, also across two processes with `jax.distributed`). The sampler
+is not data parallel here: it runs on the whole batch, replicated, so that every form trains on the
+same rollouts. A group's rows must sit on one device for stage 1 under `shard_map`: the rows are
+ordered prompt by prompt and `--prompts` must divide by `--devices`.
+
+Rollout correction. A real sampler (vLLM, SGLang) is not the trainer's policy: its log-probs of the drawn
+tokens differ. `--rollout-correction token_tis_k3 --sampler-temperature 1.2` samples at another
+temperature, records the sampler's log-probs as the rollout's `behavior_log_probs`, recomputes the
+trainer's as `old_log_probs`, and corrects with token TIS (`rollout_is="token"`, truncated at 2) and
+token-level k3 rejection (`rollout_rs="token_k3"`), verl's `algorithm.rollout_correction` options.
+
 Estimators: grpo, dr_grpo, dapo, rloo, reinforce_plus_plus, gspo, cispo and ppo. PPO's critic is a
 linear value head on the same trunk (`Policy.value_head`), trained by the value loss that `obj.loss`
 adds when it is given `values`; the other estimators never read it.
@@ -47,6 +74,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 import dew_rl as rl
 import dew_rl.objectives as obj
@@ -143,12 +171,13 @@ def response_outputs(model, seqs, prompt_len):
 
 # The sampler and the reference's log-probs take the model's graph definition as a static argument (it
 # is hashable), so every run with the same architecture reuses their compilation.
-@functools.partial(jit, static_argnums=(0, 4))
-def sample(graphdef, params, prompts, key, response_len):
-    """One completion per row of `prompts` [B, K + 1], sampled token by token at temperature 1.
+@functools.partial(jit, static_argnums=(0, 4, 5))
+def sample(graphdef, params, prompts, key, response_len, temperature=1.0):
+    """One completion per row of `prompts` [B, K + 1], sampled token by token at `temperature`.
 
-    Returns the full sequences [B, K + 1 + R], the response mask [B, R] (EOS included), the sampling
-    policy's log-probs of the drawn tokens [B, R] (the rollout's old_log_probs) and its values [B, R].
+    Returns the full sequences [B, K + 1 + R], the response mask [B, R] (EOS included), the sampler's
+    log-probs of the drawn tokens [B, R] (at temperature 1, the rollout's old_log_probs; otherwise its
+    behavior_log_probs) and the values [B, R].
     """
     model = nnx.merge(graphdef, params)
     b, prompt_len = prompts.shape
@@ -159,7 +188,8 @@ def sample(graphdef, params, prompts, key, response_len):
         # No KV cache: the whole (short) sequence is re-read; the causal mask hides the padding ahead.
         logits, value = model(seqs)
         logits, value = logits[:, prompt_len - 1 + t], value[:, prompt_len - 1 + t]
-        token = jax.random.categorical(k, logits)                        # temperature 1: the policy itself
+        logits = logits / temperature                                    # temperature 1: the policy itself
+        token = jax.random.categorical(k, logits)
         log_probs.append(jnp.take_along_axis(jax.nn.log_softmax(logits), token[:, None], axis=1)[:, 0])
         values.append(value)
         mask.append(~done)                                               # EOS itself is a response token
@@ -181,7 +211,16 @@ def token_log_probs(graphdef, params, seqs, prompt_len):
 # ------------------------------------------------------------------------------------------------
 # The objective
 # ------------------------------------------------------------------------------------------------
-def make_objective(estimator, group_size, kl_coef):
+# --rollout-correction: the sampler's log-probs (behavior_log_probs) differ from the trainer's
+# (old_log_probs), as a vLLM or SGLang sampler's do; here the sampler runs at --sampler-temperature.
+ROLLOUT_CORRECTIONS = {
+    "none": {},
+    # token TIS (verl's rollout_is="token", truncated at 2) and token-level k3 rejection (rollout_rs="token_k3")
+    "token_tis_k3": dict(rollout_is="token", rollout_is_threshold=2.0, rollout_rs="token_k3", rollout_rs_threshold=0.05),
+}
+
+
+def make_objective(estimator, group_size, kl_coef, rollout_correction="none"):
     """The estimator's config with its recipe's defaults, and the name of its KL coefficient (or None).
 
     A KL coefficient that a controller will change is given as a JAX scalar from the start: a host 0
@@ -189,7 +228,7 @@ def make_objective(estimator, group_size, kl_coef):
     """
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}; choose from {ESTIMATORS}")
-    entry = getattr(obj, estimator)
+    entry = functools.partial(getattr(obj, estimator), **ROLLOUT_CORRECTIONS[rollout_correction])
     kl = jnp.float32(kl_coef)
     if estimator in IN_REWARD_KL:          # no groups: the baseline is a global normalisation (or a critic)
         return (entry(kl_coef=kl), "kl_coef") if kl_coef > 0 else (entry(kl_coef=0.0), None)
@@ -207,23 +246,29 @@ def counted(name, fn, traces):
     return wrapper
 
 
-def make_train_step(graphdef, tx, prompt_len, n_micro, traces):
+def make_train_step(graphdef, tx, prompt_len, n_micro, traces, mesh=None, dp="shard_map"):
     """One optimiser step on one mini-batch, jitted; the objective config `cfg` is an argument.
 
-    `batch` is (seqs [M, L], rollout): the mini-batch's rows of the rollout stage 1 returned.
+    `data` is (seqs [B, L], rollout): the whole rollout batch that stage 1 returned; `idx` [M] picks the
+    mini-batch's rows. `mesh` (a mesh with axis "dp", or None for one device) and `dp` ("shard_map" or
+    "jit") choose the data-parallel form (see the module docstring).
     """
+    axis_name = "dp" if mesh is not None and dp == "shard_map" else None
+
     def micro_loss(params, cfg, counts, seqs, rollout):
         logits, values = response_outputs(nnx.merge(graphdef, params), seqs, prompt_len)
         log_probs = rl.log_probs_from_logits(logits, seqs[:, prompt_len:])
         entropy = rl.entropy_from_logits(logits)          # reported as train/entropy (entropy_coeff is 0)
-        return obj.loss(cfg, log_probs, rollout, counts=counts, entropy=entropy,
+        return obj.loss(cfg, log_probs, rollout, axis_name=axis_name, counts=counts, entropy=entropy,
                         values=values if cfg.advantage_estimator == "ppo" else None)
 
-    def train_step(params, opt_state, cfg, batch):
-        seqs, rollout = batch
+    def gradient(params, cfg, batch):
+        "The mini-batch's loss, metrics and gradient: of the device's rows under shard_map, summed over \"dp\"."
+        _, rollout = batch
         # The mini-batch's denominators (rows, tokens), taken once and passed to every micro-batch: each
-        # micro-batch's loss is then its share of the mini-batch loss, in every reduction mode.
-        counts = obj.loss_counts(rollout)
+        # micro-batch's loss is then its share of the mini-batch loss, in every reduction mode. Under
+        # shard_map they are summed over "dp": the global mini-batch's.
+        counts = obj.loss_counts(rollout, axis_name=axis_name)
         micro = jax.tree.map(lambda a: a.reshape(n_micro, a.shape[0] // n_micro, *a.shape[1:]), batch)
 
         def accumulate(grads, micro_batch):
@@ -234,7 +279,20 @@ def make_train_step(graphdef, tx, prompt_len, n_micro, traces):
         # SUM, not mean: every micro-batch loss is already divided by the mini-batch's counts, so the
         # micro-batch losses, gradients and train/* metrics add up to the mini-batch's. Averaging would
         # shrink the step by 1/n_micro; each micro-batch's own counts would weight tokens unequally.
-        loss, metrics = losses.sum(), jax.tree.map(jnp.sum, metrics)
+        return grads, losses.sum(), jax.tree.map(jnp.sum, metrics), counts
+
+    if axis_name is not None:
+        # Rows split over "dp", parameters and config replicated. The outputs are replicated (P()): the
+        # loss, the metrics and the counts are global sums, and the gradient of a replicated parameter is
+        # already the global gradient (varying-axis checking turns the broadcast of `params` into a psum
+        # over "dp" in the backward pass). No psum of the gradient here: it would multiply it by N.
+        gradient = jax.shard_map(gradient, mesh=mesh, in_specs=(P(), P(), P("dp")), out_specs=P())
+
+    def train_step(params, opt_state, cfg, data, idx):
+        batch = jax.tree.map(lambda a: a[idx], data)
+        if mesh is not None:   # the mini-batch's rows, split over the devices
+            batch = jax.lax.with_sharding_constraint(batch, NamedSharding(mesh, P("dp")))
+        grads, loss, metrics, counts = gradient(params, cfg, batch)
         updates, new_opt_state = tx.update(grads, opt_state, params)
         new_params = optax.apply_updates(params, updates)
         # A mini-batch with no kept token (DAPO when every group tied) has a zero gradient, but AdamW
@@ -247,6 +305,38 @@ def make_train_step(graphdef, tx, prompt_len, n_micro, traces):
                                                  "train/update_norm": update_norm}
 
     return jit(counted("train_step", train_step, traces))
+
+
+def make_stage1(traces, mesh=None, dp="shard_map"):
+    "Stage 1 jitted: `obj.advantages` of the whole rollout batch, on one device or data parallel."
+    if mesh is None or dp == "jit":   # jit: the rollout's rows arrive sharded; XLA adds the collectives
+        return jit(counted("stage1", lambda cfg, rollout: obj.advantages(cfg, rollout), traces))
+    # shard_map: each device holds whole groups (the rows are ordered prompt by prompt); the moments of a
+    # global normalisation, the counts and the metrics are summed over "dp".
+    fn = jax.shard_map(lambda cfg, rollout: obj.advantages(cfg, rollout, axis_name="dp"), mesh=mesh,
+                       in_specs=(P(), P("dp")), out_specs=(P("dp"), P()))
+    return jit(counted("stage1", fn, traces))
+
+
+def data_mesh(n_devices):
+    "A one-axis mesh \"dp\" over the first `n_devices` devices (of every process), or None for one device."
+    if n_devices == 1:
+        return None
+    devices = jax.devices()
+    if len(devices) < n_devices:
+        raise ValueError(f"--devices {n_devices}: JAX sees {len(devices)} device(s); on a CPU, set "
+                         f"XLA_FLAGS=--xla_force_host_platform_device_count={n_devices} before starting Python")
+    return Mesh(np.array(devices[:n_devices]), ("dp",))
+
+
+def put(tree, mesh, spec):
+    """`tree` as global arrays laid out by `spec` on `mesh` (from host copies, so that it also works when
+    the mesh spans several processes, each holding the same values)."""
+    if mesh is None:
+        return tree
+    sharding = NamedSharding(mesh, spec)
+    return jax.tree.map(lambda a: jax.make_array_from_callback(np.shape(a), sharding, np.asarray(a).__getitem__),
+                        tree)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -263,6 +353,8 @@ class Args:
     mini_batches: int = 2        # optimiser steps per epoch
     micro_batches: int = 2       # gradient accumulation within a mini-batch
     lr: float = 1e-3
+    optimizer: str = "adamw"     # "adamw", or "sgd" (a weight moves by lr x its gradient: round-off stays round-off)
+    adam_eps: float = 1e-8       # AdamW's epsilon (at 1e-8, a gradient entry of 1e-9 moves its weight by about lr)
     kl_coef: float = 0.01        # initial KL coefficient; 0: no KL, no reference model
     target_kl: float = 0.02      # the adaptive controller's target
     kl_horizon: float = 1000.0   # the adaptive controller's horizon
@@ -270,30 +362,50 @@ class Args:
     n_layers: int = 2
     n_digits: int = 3
     base: int = 4
+    rollout_correction: str = "none"   # "token_tis_k3": token TIS and token-k3 rejection against the sampler
+    sampler_temperature: float = 1.0   # the sampler's temperature (a sampler that is not the trainer's policy)
+    devices: int = 1             # data parallel over this many devices (1: none)
+    dp: str = "shard_map"        # the data-parallel form: "shard_map" (axis_name="dp") or "jit" (axis_name=None)
+    shuffle: int = 1             # 0: mini-batches take the rows in order (a test places masked rows on one device)
 
 
-def train(args, reward_fn=verify, log=print):
+def train(args, reward_fn=verify, log=print, return_params=False):
     """Train for `args.steps` rollout batches; returns one dict of floats per step.
 
-    `reward_fn(task, prompts, responses, mask) -> [B]` is the verifier (a test may swap it).
+    `reward_fn(task, prompts, responses, mask) -> [B]` is the verifier (a test may swap it). With
+    `return_params=True`, returns `(history, params)`: the trained parameters, as host arrays.
     """
     rows = args.prompts * args.group_size
-    if rows % (args.mini_batches * args.micro_batches):
-        raise ValueError(f"{rows} rows do not split into {args.mini_batches} x {args.micro_batches} equal micro-batches")
+    if rows % (args.mini_batches * args.micro_batches * args.devices):
+        raise ValueError(f"{rows} rows do not split into {args.mini_batches} mini-batches x {args.devices} devices x "
+                         f"{args.micro_batches} equal micro-batches")
+    if args.optimizer not in ("adamw", "sgd"):
+        raise ValueError(f"--optimizer {args.optimizer!r}: choose 'adamw' or 'sgd'")
+    if args.dp not in ("shard_map", "jit"):
+        raise ValueError(f"--dp {args.dp!r}: choose 'shard_map' or 'jit'")
+    if args.prompts % args.devices:
+        raise ValueError(f"--prompts {args.prompts} does not divide by --devices {args.devices}: a group's rows "
+                         "must sit on one device")
+    mesh = data_mesh(args.devices)
     task = Task(args.n_digits, args.base)
     rng, key = np.random.default_rng(args.seed), jax.random.key(args.seed)
 
     model = Policy(task.prompt_len + task.response_len, d_model=args.d_model, n_layers=args.n_layers, rngs=nnx.Rngs(args.seed))
     graphdef, params = nnx.split(model, nnx.Param)        # the model holds parameters only
     ref_params = jax.tree.map(jnp.copy, params)           # the frozen reference: the initial policy
-    tx = optax.adamw(args.lr, weight_decay=0.01)
+    tx = optax.adamw(args.lr, eps=args.adam_eps, weight_decay=0.01) if args.optimizer == "adamw" else optax.sgd(args.lr)
     opt_state = tx.init(params)
+    params, opt_state, ref_params = put((params, opt_state, ref_params), mesh, P())   # replicated
 
-    cfg, kl_field = make_objective(args.estimator, args.group_size, args.kl_coef)
+    if args.rollout_correction not in ROLLOUT_CORRECTIONS:
+        raise ValueError(f"--rollout-correction {args.rollout_correction!r}: choose from {tuple(ROLLOUT_CORRECTIONS)}")
+    correcting = args.rollout_correction != "none"
+    cfg, kl_field = make_objective(args.estimator, args.group_size, args.kl_coef, args.rollout_correction)
+    cfg = put(cfg, mesh, P())       # data parallel: the coefficients, replicated like the parameters
     # Fresh jitted functions, each counting its traces: a trace is a compilation.
     traces = collections.Counter()
-    stage1 = jit(counted("stage1", lambda cfg, rollout: obj.advantages(cfg, rollout), traces))
-    train_step = make_train_step(graphdef, tx, task.prompt_len, args.micro_batches, traces)
+    stage1 = make_stage1(traces, mesh, args.dp)
+    train_step = make_train_step(graphdef, tx, task.prompt_len, args.micro_batches, traces, mesh, args.dp)
 
     history = []
     for step in range(args.steps):
@@ -303,8 +415,13 @@ def train(args, reward_fn=verify, log=print):
         tiled = np.repeat(prompts, args.group_size, axis=0)
         group_ids = np.repeat(np.arange(args.prompts), args.group_size)
         key, k_sample, k_shuffle = jax.random.split(key, 3)
-        seqs, mask, old_log_probs, old_values = sample(graphdef, params, jnp.asarray(tiled), k_sample,
-                                                       task.response_len)
+        seqs, mask, sampler_log_probs, old_values = sample(graphdef, params, jnp.asarray(tiled), k_sample,
+                                                           task.response_len, args.sampler_temperature)
+        if correcting:   # the trainer's own log-probs of the drawn tokens; the sampler's are the behaviour's
+            old_log_probs = jnp.where(mask > 0, token_log_probs(graphdef, params, seqs, task.prompt_len), 0.0)
+            behavior_log_probs = sampler_log_probs
+        else:
+            old_log_probs, behavior_log_probs = sampler_log_probs, None
         # 2. Score, and the reference's log-probs when a KL term reads them.
         rewards = reward_fn(task, tiled, np.asarray(seqs[:, task.prompt_len:]), np.asarray(mask))
         ref_log_probs = token_log_probs(graphdef, ref_params, seqs, task.prompt_len) if kl_field else None
@@ -312,19 +429,22 @@ def train(args, reward_fn=verify, log=print):
         if ppo:   # PPO's GAE reads per-token rewards: the outcome reward on the last response token
             last = jax.nn.one_hot(mask.sum(1).astype(jnp.int32) - 1, task.response_len)
             rollout = obj.Rollout(mask=mask, old_log_probs=old_log_probs, token_rewards=last * rewards[:, None],
-                                  old_values=old_values, ref_log_probs=ref_log_probs)
+                                  old_values=old_values, ref_log_probs=ref_log_probs,
+                                  behavior_log_probs=behavior_log_probs)
         else:
             rollout = obj.Rollout(mask=mask, old_log_probs=old_log_probs, rewards=rewards,
-                                  ref_log_probs=ref_log_probs, group_ids=group_ids)
+                                  ref_log_probs=ref_log_probs, group_ids=group_ids,
+                                  behavior_log_probs=behavior_log_probs)
         # 3. Stage 1, once per rollout batch. (DAPO's dynamic sampling masks the rows of tied groups here.)
+        #    Data parallel: the rows are split over the devices, prompt by prompt.
+        seqs, rollout = put((seqs, rollout), mesh, P("dp"))
         rollout, rollout_metrics = stage1(cfg, rollout)
         # 4. Stage 2: epochs x shuffled mini-batches, each one AdamW step over summed micro-batch gradients.
         train_metrics, losses = [], []
         for perm in jax.random.split(k_shuffle, args.epochs):
-            order = jax.random.permutation(perm, rows).reshape(args.mini_batches, -1)
-            for idx in order:
-                batch = jax.tree.map(lambda a: a[idx], (seqs, rollout))
-                params, opt_state, loss, metrics = train_step(params, opt_state, cfg, batch)
+            order = jax.random.permutation(perm, rows) if args.shuffle else jnp.arange(rows)
+            for idx in np.asarray(order).reshape(args.mini_batches, -1):   # host indices: any device layout
+                params, opt_state, loss, metrics = train_step(params, opt_state, cfg, (seqs, rollout), idx)
                 losses.append(loss)
                 train_metrics.append(metrics)
         record = {"step": step, "reward": float(np.mean(rewards)), "loss": float(np.mean(losses)),
@@ -337,7 +457,9 @@ def train(args, reward_fn=verify, log=print):
             current_kl = rollout_metrics["rollout/reward_kl_penalty"] if kl_field == "kl_coef" else record["train/kl_loss"]
             new_coef = rl.adaptive_kl_update(getattr(cfg, kl_field), current_kl, n_steps=rows,
                                              target_kl=args.target_kl, horizon=args.kl_horizon)
-            cfg = dataclasses.replace(cfg, **{kl_field: new_coef})
+            # (Data parallel: replicated on the mesh again, so that the jitted functions see the same
+            # layout every step; a coefficient on another device would be a new input layout.)
+            cfg = put(dataclasses.replace(cfg, **{kl_field: new_coef}), mesh, P())
         if step >= 2:   # by now the coefficient has changed twice: still one compilation each
             assert traces["train_step"] == 1 and traces["stage1"] == 1, \
                 f"recompiled: train_step traced {traces['train_step']} times, stage1 {traces['stage1']}"
@@ -345,6 +467,8 @@ def train(args, reward_fn=verify, log=print):
         record["seconds"] = time.perf_counter() - t0
         history.append(record)
         log(format_record(record))
+    if return_params:
+        return history, jax.tree.map(np.asarray, params)
     return history
 
 
@@ -354,6 +478,8 @@ def format_record(r):
              f"ppo_kl {r['train/ppo_kl']:+.4f}"]
     if "kl_coef" in r:
         parts.append(f"kl_coef {r['kl_coef']:.5f}")
+    if "rollout_corr/rollout_rs_masked_fraction" in r:
+        parts.append(f"rejected {r['rollout_corr/rollout_rs_masked_fraction']:.3f}")
     if "rollout/kept_groups" in r:
         parts.append(f"kept_groups {int(r['rollout/kept_groups'])}")
     if "train/vf_loss" in r:
@@ -368,6 +494,12 @@ def parse_args(argv=None):
         flag = "--" + f.name.replace("_", "-")
         if f.name == "estimator":
             p.add_argument(flag, default=f.default, choices=ESTIMATORS)
+        elif f.name == "rollout_correction":
+            p.add_argument(flag, default=f.default, choices=tuple(ROLLOUT_CORRECTIONS))
+        elif f.name == "optimizer":
+            p.add_argument(flag, default=f.default, choices=("adamw", "sgd"))
+        elif f.name == "dp":
+            p.add_argument(flag, default=f.default, choices=("shard_map", "jit"))
         else:
             p.add_argument(flag, type=type(f.default), default=f.default)
     return Args(**vars(p.parse_args(argv)))
@@ -375,8 +507,9 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    dp = f", data parallel over {args.devices} devices ({args.dp})" if args.devices > 1 else ""
     print(f"estimator {args.estimator}: {args.steps} steps of {args.prompts} prompts x {args.group_size} "
-          f"completions, flax NNX transformer, jax {jax.__version__}")
+          f"completions, flax NNX transformer{dp}, jax {jax.__version__}")
     history = train(args)
     first, last = history[: max(1, len(history) // 5)], history[-max(1, len(history) // 5):]
     print(f"mean reward: first {len(first)} steps {np.mean([r['reward'] for r in first]):.3f}, "
