@@ -223,8 +223,9 @@ ROLLOUT_CORRECTIONS = {
 def make_objective(estimator, group_size, kl_coef, rollout_correction="none"):
     """The estimator's config with its recipe's defaults, and the name of its KL coefficient (or None).
 
-    A KL coefficient that a controller will change is given as a JAX scalar from the start: a host 0
-    would switch the term off (static structure), and every later value is a JAX array anyway.
+    A KL coefficient that a controller will change is given as a JAX scalar from the start, as every
+    later value of the controller is one (a coefficient's value, 0 included, never changes the config's
+    structure, so neither recompiles).
     """
     if estimator not in ESTIMATORS:
         raise ValueError(f"unknown estimator {estimator!r}; choose from {ESTIMATORS}")

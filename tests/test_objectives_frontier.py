@@ -327,14 +327,14 @@ def test_on_policy_distillation_against_float64():
 
 def test_opd_kl_coef_adds_distillation_after_the_estimators_normalisation():
     """Float64 reference: GRPO's advantage minus c * (old - teacher) per kept token (slime's order: after the
-    group z-score); the coefficient traces (a schedule does not recompile) and 0 switches the term off."""
+    group z-score); the coefficient traces (a schedule does not recompile); without teacher log-probs, 0 is off."""
     want0 = grpo_adv()
     for c in (0.25, 1.5):
         ro2, rmet, *_ = run(obj.grpo(n_samples_per_prompt=G, opd_kl_coef=c), ro=RO_T)
         np.testing.assert_allclose(np.asarray(ro2.advantages), want0 - c * np.where(K, OLD - TEACH, 0.0),
                                    rtol=1e-5, atol=1e-5)
         assert float(rmet["rollout/opd_reverse_kl"]) == pytest.approx((OLD - TEACH)[K].mean(), rel=1e-5)
-    # host 0: off, and the teacher's log-probs are not needed
+    # no teacher log-probs and a host 0: off (the term is on when the rollout carries them)
     ro0, rmet0, *_ = run(obj.grpo(n_samples_per_prompt=G, opd_kl_coef=0.0))
     assert "rollout/opd_reverse_kl" not in rmet0
     np.testing.assert_allclose(np.asarray(ro0.advantages), want0, rtol=1e-5, atol=1e-6)

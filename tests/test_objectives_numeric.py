@@ -93,8 +93,7 @@ def expected_names(cfg):
     r = set(ROLLOUT_METRICS)
     if est in ("reinforce_plus_plus", "ppo"):
         r.add("rollout/returns")
-        if cfg.kl_coef != 0:
-            r.add("rollout/reward_kl_penalty")
+        r.add("rollout/reward_kl_penalty")   # the shaping is on: this rollout carries ref_log_probs (kl_coef 0 weighs nothing)
     if est == "dapo" and cfg.dynamic_sampling:
         r.add("rollout/kept_groups")
     if cfg.tis_cap is not None:

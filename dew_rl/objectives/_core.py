@@ -168,7 +168,7 @@ FIELD_DEFAULTS = types.MappingProxyType(dict(
     clip_cov_lb=1.0, clip_cov_ub=5.0, kl_cov_ratio=2e-4, ppo_kl_coef=0.1, gdpo_reward_weights=None,
     loss_type="sigmoid", label_smoothing=0.0, f_divergence_type="reverse_kl", f_alpha_divergence_coef=0.5,
     ld_alpha=None, use_weighting=False, discopop_tau=0.05, loss_weights=None, opd_kl_coef=0.0, loss_max_clamp=None,
-    scale_rewards=None, use_leave_one_out_baseline=False, positive_example_nll_weight=0.0, m2_threshold=None,
+    scale_rewards=None, use_leave_one_out_baseline=False, positive_example_nll_weight=None, m2_threshold=None,
     kl2_budget=None, miniclip_low=0.3, miniclip_high=0.5, gae_lambda_value=None, length_adaptive_alpha=None,
 ))
 
@@ -177,14 +177,15 @@ COEFFICIENTS = ("kl_coef", "kl_loss_coef", "entropy_coeff", "vf_coef", "clip_rat
                 "clip_ratio_c", "cliprange_value", "tau_pos", "tau_neg", "cispo_epsilon_low", "cispo_epsilon_high",
                 "tis_cap", "overlong_penalty_factor", "beta", "gamma", "lam", "rollout_is_threshold",
                 "rollout_is_threshold_lower", "rollout_rs_threshold", "rollout_rs_threshold_lower",
-                "off_policy_mask_threshold", "top_entropy_quantile", "dro_beta", "topr_positive_weight",
+                "off_policy_mask_threshold", "dro_beta", "topr_positive_weight",
                 "topr_negative_weight", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg",
                 "clip_cov_lb", "clip_cov_ub", "ppo_kl_coef", "label_smoothing", "f_alpha_divergence_coef", "ld_alpha",
                 "discopop_tau", "opd_kl_coef", "loss_max_clamp", "positive_example_nll_weight", "kl2_budget",
                 "miniclip_low", "miniclip_high", "gae_lambda_value", "length_adaptive_alpha")
-# Coefficients whose host value switches their term off (so that its inputs are not needed): the value that does.
-_OFF_AT = types.MappingProxyType({"kl_coef": 0.0, "entropy_coeff": 0.0, "top_entropy_quantile": 1.0,
-                                  "opd_kl_coef": 0.0, "positive_example_nll_weight": 0.0})
+# Coefficients that weigh a term needing an input of its own: the term is on when the input is passed (loss's
+# `entropy`, the rollout's reference or teacher log-probs), never by the coefficient's value.
+_SWITCHES = types.MappingProxyType({"kl_coef": "rollout.ref_log_probs", "entropy_coeff": "entropy",
+                                    "opd_kl_coef": "rollout.teacher_log_probs"})
 
 
 class _Unset:
@@ -272,7 +273,7 @@ class ConfigFields(TypedDict, total=False):
     loss_max_clamp: float | None
     scale_rewards: str | None
     use_leave_one_out_baseline: bool
-    positive_example_nll_weight: float
+    positive_example_nll_weight: float | None
     m2_threshold: float | None
     kl2_budget: float | None
     miniclip_low: float
@@ -306,8 +307,9 @@ class ObjectiveConfig:
     lam
         float in [0, 1]: GAE's lambda (PPO)
     kl_coef
-        float >= 0: beta of the k1 reward shaping, `-beta * (old - ref)` per token (REINFORCE++, PPO); a
-        host 0 switches the shaping off (no reference log-probs needed)
+        float >= 0: beta of the k1 reward shaping, `-beta * (old - ref)` per token (REINFORCE++, PPO); on
+        when the rollout carries `ref_log_probs` (0 then weighs nothing); a host number other than 0
+        needs them
     use_kl_loss
         bool: add `kl_loss_coef * aggregate(kl_penalty(log_probs, ref, kl_loss_type))` to the loss
     kl_loss_type
@@ -343,8 +345,8 @@ class ObjectiveConfig:
         float > 0 or None: the cap of `dew_rl.behavior_importance_weights`, whose weights then multiply the
         policy terms (needs `rollout.behavior_log_probs`)
     entropy_coeff
-        float: the entropy bonus weight, `- entropy_coeff * aggregate(entropy)`; anything but a host 0
-        needs `entropy`
+        float: the entropy bonus weight, `- entropy_coeff * aggregate(entropy)`; the bonus is on when
+        `loss` gets `entropy` (0 then weighs nothing); a host number other than 0 needs it
     dynamic_sampling
         bool: DAPO: groups whose rewards are all equal leave the loss (their rows are masked)
     overlong_buffer_len
@@ -403,7 +405,7 @@ class ObjectiveConfig:
     top_entropy_quantile
         float in (0, 1]: keep only the tokens whose entropy is at or above this quantile of every valid
         token of every shard in the policy term and the entropy bonus (TRL's name, "80/20"); 1: all
-        (needs `entropy` when below 1)
+        (needs `entropy` when below 1); static, not a pytree leaf
     dro_beta
         float > 0: the quadratic penalty of loss_mode "dro" (verl; Kimi k1.5's tau)
     topr_positive_weight, topr_negative_weight
@@ -433,7 +435,8 @@ class ObjectiveConfig:
     opd_kl_coef
         float >= 0: on-policy distillation added to any estimator's advantage (slime's and Relax's
         `opd_kl_coef`): `A - opd_kl_coef * sg(old - teacher)` per token, after the estimator's own
-        normalisation; a host 0 switches it off (no teacher log-probs needed)
+        normalisation; on when the rollout carries `teacher_log_probs` (0 then weighs nothing); a host
+        number other than 0 needs them
     loss_max_clamp
         float > 0 or None: clamp the per-token distillation estimate to [-c, c] first (verl's
         `loss_max_clamp`; read by `on_policy_distillation` and with `opd_kl_coef` on)
@@ -445,8 +448,9 @@ class ObjectiveConfig:
         bool: NeMo-RL's GRPO advantage, minus the mean of the other rows of the group, over their std
         when norm_adv_by_std_in_grpo (GRPO family)
     positive_example_nll_weight
-        float >= 0: NeMo-RL's weight of VAPO's NLL on the rewarded responses, `+ w * token_mean(-log pi)`
-        over the tokens of rows with reward > 0; a host 0 switches it off
+        float >= 0 or None: NeMo-RL's weight of VAPO's NLL on the rewarded responses,
+        `+ w * token_mean(-log pi)` over the tokens of rows with reward > 0; None (the default) leaves the
+        term out, any number (0 included) computes it
     m2_threshold
         float > 0 or None: AReaL's M2PO mask, in stage 1: drop the tokens of largest
         (behaviour - old)^2 until the mean of the rest is below it (old_log_probs is the proximal policy)
@@ -536,16 +540,15 @@ class ObjectiveConfig:
     loss_max_clamp: float | None = _UNSET
     scale_rewards: str | None = _UNSET
     use_leave_one_out_baseline: bool = _UNSET
-    positive_example_nll_weight: float = _UNSET
+    positive_example_nll_weight: float | None = _UNSET
     m2_threshold: float | None = _UNSET
     kl2_budget: float | None = _UNSET
     miniclip_low: float = _UNSET
     miniclip_high: float = _UNSET
     gae_lambda_value: float | None = _UNSET
     length_adaptive_alpha: float | None = _UNSET
-    # the estimator whose recipe the fields were resolved for, and the coefficients switched off by a host 0
+    # the estimator whose recipe the fields were resolved for (a keyword that dataclasses.replace carries)
     _recipe_of: str | None = dataclasses.field(default=None, repr=False, compare=False, kw_only=True)
-    _off: frozenset = dataclasses.field(default=frozenset(), init=False, repr=False, compare=False)
 
     def __post_init__(self):
         _resolve(self)
@@ -600,7 +603,6 @@ def _resolve(c) -> None:
         switch = c.calculate_per_token_loss is True and not rec.fixed_agg   # a fixed reduction rejects the switch
         object.__setattr__(c, "loss_agg_mode", "token-mean" if switch else rec.default_agg)
     object.__setattr__(c, "_recipe_of", est)
-    object.__setattr__(c, "_off", frozenset(n for n, off in _OFF_AT.items() if _host_value(getattr(c, n), off)))
 
 
 def _check_fields(c) -> None:
@@ -651,7 +653,8 @@ def _check_frontier(c) -> None:
     "The fields of the policy losses, the KL in the reward, the entropy mask and the DPO family."
     f = _FN
     check_choice(f, "kl_penalty", c.kl_penalty, KL_PENALTY_KINDS)
-    check_number(f, "top_entropy_quantile", c.top_entropy_quantile, lambda v: 0.0 < v <= 1.0, "in (0, 1]")
+    check_number(f, "top_entropy_quantile", c.top_entropy_quantile, lambda v: 0.0 < v <= 1.0, "in (0, 1]",
+                 static=True)
     for name in ("dro_beta", "vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg", "discopop_tau"):
         check_number(f, name, getattr(c, name), lambda v: 0.0 < v < np.inf, "a positive finite number")
     for name in ("topr_positive_weight", "topr_negative_weight", "ppo_kl_coef", "clip_cov_lb", "clip_cov_ub",
@@ -674,8 +677,9 @@ def _check_frontier(c) -> None:
                 "set label_smoothing, e.g. 1e-3 (the EXO paper's suggestion)")
     check_choice(f, "f_divergence_type", c.f_divergence_type, F_DIVERGENCE_TYPES)
     check_number(f, "f_alpha_divergence_coef", c.f_alpha_divergence_coef, lambda v: 0.0 < v < 1.0, "in (0, 1)")
-    check_number(f, "positive_example_nll_weight", c.positive_example_nll_weight, lambda v: 0.0 <= v < np.inf,
-                 "a finite number >= 0")
+    if c.positive_example_nll_weight is not None:
+        check_number(f, "positive_example_nll_weight", c.positive_example_nll_weight, lambda v: 0.0 <= v < np.inf,
+                     "a finite number >= 0 (or None: no NLL term)")
     check_flag(f, "use_leave_one_out_baseline", c.use_leave_one_out_baseline)
     if c.scale_rewards is not None:
         if c.scale_rewards in ("group", "none", True, False):
@@ -790,8 +794,12 @@ def _check_rules(c, rec: Estimator) -> None:
         rec.rules(c)
 
 
-def _reads(c) -> set:
-    "The fields this configuration reads, conditions included (its estimator's record, its loss mode)."
+def _reads(c, by_value: bool = True) -> set:
+    """The fields this configuration reads, conditions included (its estimator's record, its loss mode).
+
+    `by_value=False` leaves out the conditions on a coefficient's host value (a `kl_coef` or `opd_kl_coef`
+    of 0 makes `kl_penalty` and `loss_max_clamp` weigh nothing): the pytree's leaves never depend on a value.
+    """
     rec = _ESTIMATORS[c.advantage_estimator]
     reads = set(rec.reads)
     if rec.advantage is not None:
@@ -811,7 +819,7 @@ def _reads(c) -> set:
         reads -= {"rollout_rs_threshold", "rollout_rs_threshold_lower"}
     if not c.use_kl_loss:
         reads -= {"use_bias_correction_kl"}
-    if "kl_coef" not in reads or "kl_coef" in c._off:
+    if "kl_coef" not in reads or by_value and _host_value(c.kl_coef, 0.0):
         reads -= {"kl_penalty"}
     if "loss_type" in reads and not isinstance(c.loss_type, tuple):
         reads -= {"loss_weights"}
@@ -819,7 +827,7 @@ def _reads(c) -> set:
         reads -= {"f_alpha_divergence_coef"}
     if rec.advantage is not None:
         reads -= set(rec.advantage.excludes)
-    if ("opd_kl_coef" not in reads or "opd_kl_coef" in c._off) and not (rec.advantage and "loss_max_clamp" in rec.advantage.reads):
+    if ("opd_kl_coef" not in reads or by_value and _host_value(c.opd_kl_coef, 0.0)) and not (rec.advantage and "loss_max_clamp" in rec.advantage.reads):
         reads -= {"loss_max_clamp"}
     return reads
 
@@ -875,9 +883,9 @@ def _validate(c) -> None:
 
 # %% ../../nbs/04a_objectives.ipynb #e9bb0b0e
 def _leaf_names(c) -> tuple:
-    "The coefficients that are leaves: read by the configuration, not None, and not switched off by a host 0."
-    reads = _reads(c)
-    return tuple(n for n in COEFFICIENTS if n in reads and getattr(c, n) is not None and n not in c._off
+    "The coefficients that are leaves: read by the configuration and not None (whatever their values)."
+    reads = _reads(c, by_value=False)
+    return tuple(n for n in COEFFICIENTS if n in reads and getattr(c, n) is not None
                  and not isinstance(getattr(c, n), tuple))  # a tuple of thresholds (chained rejection) is static
 
 
@@ -1059,9 +1067,16 @@ def _rewards_of(fn: str, cfg, rollout: Rollout, keep):
     return r
 
 
-def _is_on(cfg, name: str) -> bool:
-    "Whether a switch coefficient (kl_coef, entropy_coeff, top_entropy_quantile) is on: anything but its host off value."
-    return name not in cfg._off
+def _is_on(cfg, name: str, present: bool) -> bool:
+    """Whether a term that needs an input of its own (`_SWITCHES`) is computed: when the input is `present`.
+
+    Without it, a host coefficient other than 0 still says on, so that the caller's check of the input
+    raises the `ValueError` naming it; a host 0, None or a JAX scalar (never read) says off.
+    """
+    if present:
+        return True
+    v = getattr(cfg, name)
+    return not (v is None or _is_array(v) or _host_value(v, 0.0))
 
 
 def _grouping(fn: str, cfg, rollout: Rollout, keep):
@@ -1186,7 +1201,7 @@ def advantages(config, rollout, axis_name=None):
     raw = jnp.where(keep, raw, 0)
     raw_mean, raw_var, count = global_masked_moments(raw, keep, axis_name=axis_name)
     adv = raw if stage.normalise is None else stage.normalise(cfg, raw, keep, axis_name)
-    if "opd_kl_coef" in _reads(cfg) and _is_on(cfg, "opd_kl_coef"):  # distillation on top, after normalisation (slime)
+    if "opd_kl_coef" in _reads(cfg) and _is_on(cfg, "opd_kl_coef", rollout.teacher_log_probs is not None):  # distillation on top, after normalisation (slime)
         why = "by opd_kl_coef (on-policy distillation): the student's and the teacher's log-probs"
         old = _token_field(fn, rollout, "old_log_probs", keep, why)
         teacher = _token_field(fn, rollout, "teacher_log_probs", keep, why)
@@ -1295,8 +1310,9 @@ def loss(config, log_probs, rollout, axis_name=None, counts=None, values=None, e
     values
         [B, T] floating or None: the critic's current predictions (PPO only; differentiated)
     entropy
-        [B, T] floating or None: the policy's per-token entropy; required unless `entropy_coeff` is a host 0,
-        and when `top_entropy_quantile` < 1
+        [B, T] floating or None: the policy's per-token entropy; passing it turns the entropy bonus on
+        (weighed by `entropy_coeff`, 0 included); required when `entropy_coeff` is a host number other
+        than 0, and when `top_entropy_quantile` < 1
     key
         jax.random key or None: for a loss mode that samples tokens (Clip-Cov); a run is reproducible from it
 
@@ -1321,7 +1337,7 @@ def loss(config, log_probs, rollout, axis_name=None, counts=None, values=None, e
     else:
         check_absent(fn, "values", values, f"for {rec.name}: it has no critic (only an estimator with a value loss, "
                      f"such as ppo, takes values)")
-    if _is_on(cfg, "entropy_coeff"):
+    if _is_on(cfg, "entropy_coeff", entropy is not None):
         check_present(fn, "entropy", entropy, f"when entropy_coeff={_shown(cfg.entropy_coeff)} (not 0)")
     if counts is not None and not isinstance(counts, LossCounts):
         raise ValueError(f"{fn}: `counts` must be None or the LossCounts of loss_counts(rollout, axis_name) (or of "
@@ -1364,7 +1380,7 @@ def loss(config, log_probs, rollout, axis_name=None, counts=None, values=None, e
         if rollout.behavior_log_probs is not None and not cfg.bypass_mode:
             ratios.append(old - _token_field(fn, rollout, "behavior_log_probs", keep, ""))
     top = None
-    if _is_on(cfg, "top_entropy_quantile"):   # "80/20": only the high-entropy tokens (a host 1.0 keeps them all)
+    if not _host_value(cfg.top_entropy_quantile, 1.0):   # "80/20": only the high-entropy tokens (static; 1.0 keeps all)
         check_present(fn, "entropy", entropy, "when top_entropy_quantile < 1 (the mask ranks the tokens' entropy)")
         top, threshold = top_entropy_mask(jax.lax.stop_gradient(_select(fn, "entropy", entropy, keep)), keep,
                                           cfg.top_entropy_quantile, axis_name=axis_name)
@@ -1388,7 +1404,7 @@ def loss(config, log_probs, rollout, axis_name=None, counts=None, values=None, e
         ratios.append(lp - ref)
     metrics["train/log_ratio_clampfrac"] = agg(_out_of_range(keep, *ratios).astype(ct))
     metrics.update({k: jnp.asarray(v).astype(ct) for k, v in extra.items()})
-    if _is_on(cfg, "positive_example_nll_weight"):  # VAPO's NLL on the rewarded rows (NeMo-RL's weight)
+    if cfg.positive_example_nll_weight is not None:  # VAPO's NLL on the rewarded rows (NeMo-RL's weight)
         r = _rewards_of(fn, cfg, rollout, keep)
         nll_terms, nll_ind = positive_example_nll_terms(lp, keep, r)
         nll = token_mean(nll_terms, nll_ind["positive"], axis_name=axis_name)   # 0 when no row is rewarded
@@ -1429,7 +1445,8 @@ def objective(config, log_probs, rollout, axis_name=None, values=None, entropy=N
     values
         [B, T] floating or None: the critic's current predictions (PPO only)
     entropy
-        [B, T] floating or None: per-token entropy; required unless `entropy_coeff` is a host 0
+        [B, T] floating or None: per-token entropy (turns the entropy bonus on); required when
+        `entropy_coeff` is a host number other than 0
 
     Returns
     -------

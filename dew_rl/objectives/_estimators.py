@@ -172,7 +172,7 @@ def _reward_metric(r, axis_name):
 
 def _k1_in_reward(fn, cfg, rollout, keep, axis_name):
     "kX(old, ref) per token (`kl_penalty`, k1 by default) when the KL reward shaping is on, with verl's `reward_kl_penalty`; else None."
-    if not _is_on(cfg, "kl_coef"):
+    if not _is_on(cfg, "kl_coef", rollout.ref_log_probs is not None):
         return None, {}
     why = f"by {cfg.advantage_estimator} with kl_coef > 0 (the KL of old vs reference in the reward)"
     kl = kl_penalty(_token_field(fn, rollout, "old_log_probs", keep, why),
@@ -226,7 +226,7 @@ def _dapo_stage(cfg, rollout, keep, groups, axis_name):
 
 def _rloo_stage(cfg, rollout, keep, groups, axis_name):
     r = _rewards_of("advantages", cfg, rollout, keep)
-    if _is_on(cfg, "kl_coef"):   # TRL's RLOO: the row's summed KL leaves its reward before the baseline
+    if _is_on(cfg, "kl_coef", rollout.ref_log_probs is not None):   # TRL's RLOO: the row's summed KL leaves its reward before the baseline
         why = "by rloo with kl_coef > 0 (the row's summed KL of old vs reference leaves its reward)"
         r = kl_shaped_sequence_rewards(r, _token_field("advantages", rollout, "old_log_probs", keep, why),
                                        _token_field("advantages", rollout, "ref_log_probs", keep, why), keep,
