@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['EmptyBatchError', 'COEFFICIENTS', 'ESTIMATOR_RECORDS', 'FIELD_DEFAULTS', 'LOSS_MODES', 'ROLLOUT_MODES',
-           'AdvantageStage', 'ConfigFields', 'Estimator', 'ObjectiveConfig', 'PolicyStage', 'PreferencePairs',
+           'AdvantageStage', 'ConfigFields', 'Estimator', 'Field', 'ObjectiveConfig', 'PolicyStage', 'PreferencePairs',
            'RawAdvantages', 'Rollout', 'advantages', 'loss', 'loss_counts', 'loss_norm', 'objective', 'preference_loss',
            'register_estimator', 'register_loss_mode', 'rollout_correction_preset', 'DEFAULT_AGGREGATION', 'ESTIMATORS',
            'GROUP_ESTIMATORS', 'RECIPES', 'fields_read', 'reinforce_plus_plus', 'reinforce_plus_plus_baseline', 'grpo',
@@ -14,7 +14,7 @@ __all__ = ['EmptyBatchError', 'COEFFICIENTS', 'ESTIMATOR_RECORDS', 'FIELD_DEFAUL
 # %% ../../nbs/04d_objectives_api.ipynb #83f76ff0
 from .._checks import EmptyBatchError
 from ._core import (COEFFICIENTS, ESTIMATOR_RECORDS, FIELD_DEFAULTS, LOSS_MODES, ROLLOUT_MODES,
-                                     AdvantageStage, ConfigFields, Estimator, ObjectiveConfig, PolicyStage,
+                                     AdvantageStage, ConfigFields, Estimator, Field, ObjectiveConfig, PolicyStage,
                                      PreferencePairs, RawAdvantages, Rollout, advantages, loss, loss_counts, loss_norm,
                                      objective, preference_loss, register_estimator, register_loss_mode,
                                      rollout_correction_preset)
@@ -24,7 +24,7 @@ from ._estimators import (DEFAULT_AGGREGATION, ESTIMATORS, GROUP_ESTIMATORS, REC
                                            remax, rloo, sapo)
 
 _all_ = ["EmptyBatchError", "COEFFICIENTS", "ESTIMATOR_RECORDS", "FIELD_DEFAULTS", "LOSS_MODES", "ROLLOUT_MODES",
-         "AdvantageStage", "ConfigFields", "Estimator", "ObjectiveConfig", "PolicyStage", "PreferencePairs",
+         "AdvantageStage", "ConfigFields", "Estimator", "Field", "ObjectiveConfig", "PolicyStage", "PreferencePairs",
          "RawAdvantages", "Rollout", "advantages", "loss", "loss_counts", "loss_norm", "objective", "preference_loss",
          "register_estimator", "register_loss_mode", "rollout_correction_preset", "DEFAULT_AGGREGATION", "ESTIMATORS", "GROUP_ESTIMATORS", "RECIPES",
          "fields_read", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "grpo", "dr_grpo", "dapo", "gspo", "sapo",

@@ -34,9 +34,10 @@ from .._surrogates.trust_regions import m2po_loss_mask
 
 # %% auto #0
 __all__ = ['ESTIMATOR_RECORDS', 'LOSS_MODES', 'ROLLOUT_MODES', 'FIELD_DEFAULTS', 'COEFFICIENTS', 'RawAdvantages',
-           'AdvantageStage', 'LossContext', 'PolicyStage', 'Estimator', 'register_loss_mode', 'register_estimator',
-           'ConfigFields', 'ObjectiveConfig', 'Rollout', 'PreferencePairs', 'rollout_correction_preset', 'advantages',
-           'loss_counts', 'loss_norm', 'loss', 'objective', 'preference_loss']
+           'AdvantageStage', 'LossContext', 'PolicyStage', 'Estimator', 'Field', 'register_loss_mode',
+           'register_estimator', 'ConfigFields', 'ObjectiveConfig', 'Rollout', 'PreferencePairs',
+           'rollout_correction_preset', 'advantages', 'loss_counts', 'loss_norm', 'loss', 'objective',
+           'preference_loss']
 
 # %% ../../nbs/04a_objectives.ipynb #1a6baa69
 class RawAdvantages(NamedTuple):
@@ -102,13 +103,30 @@ class Estimator:
     hints: Mapping = dataclasses.field(default_factory=dict)  # field -> what to do instead (an "unread field" error)
 
 
+class Field(NamedTuple):
+    """A config field that a registered loss mode or estimator brings with it: declared once, with its record.
+
+    `ObjectiveConfig` and the entry points then take it as a keyword like any built-in field
+    (`grpo(loss_mode="mine", my_coef=0.5)`), `dataclasses.replace` changes it, a traced field is a
+    pytree leaf (so a schedule over it never recompiles), and a value set on a configuration that
+    does not read it is refused as for a built-in field.
+    """
+    name: str
+    default: Any
+    doc: str = ""                       # one line: what it weighs or selects
+    traced: bool = True                 # a real coefficient (a pytree leaf; JAX scalars accepted); else static
+    check: Callable | None = None       # (host value) -> bool, the range rule
+    expect: str = "a valid value"       # what `check` expects, for the ValueError
+
+
 _ESTIMATORS: dict[str, Estimator] = {}
 _LOSS_MODES: dict[str, PolicyStage] = {}
+_EXTRA_FIELDS: dict[str, Field] = {}      # fields brought by registered records, by name
 ESTIMATOR_RECORDS = types.MappingProxyType(_ESTIMATORS)   # name -> Estimator, in registration order
 LOSS_MODES = types.MappingProxyType(_LOSS_MODES)          # verl's loss_mode name -> PolicyStage
 
 
-def register_loss_mode(name: str, stage: PolicyStage, replace: bool = False) -> None:
+def register_loss_mode(name: str, stage: PolicyStage, replace: bool = False, fields: tuple = ()) -> None:
     """Add a policy loss (verl's `actor.policy_loss.loss_mode`) that any estimator may use.
 
     Parameters
@@ -120,14 +138,37 @@ def register_loss_mode(name: str, stage: PolicyStage, replace: bool = False) -> 
     replace
         bool: replace a loss mode of the same name (re-running the chapter that defines it); else a
         second registration of a name is a `ValueError`
+    fields
+        tuple of `Field`: the config fields the loss mode brings (each name in `stage.reads` must be a
+        built-in field or one of these)
 
     """
     if name in _LOSS_MODES and not replace:
         raise ValueError(f"register_loss_mode: {name!r} is registered already (pass replace=True to replace it)")
+    _add_fields("register_loss_mode", name, stage.reads, fields, replace)
     _LOSS_MODES[name] = stage
 
 
-def register_estimator(record: Estimator, replace: bool = False) -> None:
+def _add_fields(fn: str, owner: str, reads, fields, replace: bool) -> None:
+    "Check a record's reads and declared fields against the known ones, then add its fields."
+    new = {}
+    for f in fields:
+        if not isinstance(f, Field):
+            raise ValueError(f"{fn}: `fields` of {owner!r} must be dew_rl.objectives.Field records; got {type(f).__name__}")
+        if f.name in FIELD_DEFAULTS or f.name.startswith("_") or not f.name.isidentifier() or f.name in new:
+            raise ValueError(f"{fn}: the field {f.name!r} of {owner!r} is a built-in ObjectiveConfig field, private, "
+                             f"not an identifier or declared twice; choose another name")
+        if f.name in _EXTRA_FIELDS and _EXTRA_FIELDS[f.name] != f and not replace:
+            raise ValueError(f"{fn}: the field {f.name!r} is declared already, differently (pass replace=True)")
+        new[f.name] = f
+    unknown = sorted(set(reads) - set(FIELD_DEFAULTS) - set(_EXTRA_FIELDS) - set(new) - {"advantage_estimator"})
+    if unknown:
+        raise ValueError(f"{fn}: {owner!r} reads unknown fields {unknown}; declare each with "
+                         f"fields=(dew_rl.objectives.Field(name, default, doc), ...)")
+    _EXTRA_FIELDS.update(new)
+
+
+def register_estimator(record: Estimator, replace: bool = False, fields: tuple = ()) -> None:
     """Add an estimator to the registry: its entry point's defaults, the config's validation and every table read it.
 
     Parameters
@@ -137,13 +178,19 @@ def register_estimator(record: Estimator, replace: bool = False) -> None:
     replace
         bool: replace an estimator of the same name (re-running the chapter that defines it); else a
         second registration of a name is a `ValueError`
+    fields
+        tuple of `Field`: the config fields the estimator brings (each field its stages read or its
+        recipe sets must be a built-in field or one of these)
 
     """
     if record.name in _ESTIMATORS and not replace:
         raise ValueError(f"register_estimator: {record.name!r} is registered already (pass replace=True to replace it)")
-    unknown = sorted(set(record.recipe) - set(FIELD_DEFAULTS))
+    declared = set(FIELD_DEFAULTS) | set(_EXTRA_FIELDS) | {f.name for f in fields if isinstance(f, Field)}
+    unknown = sorted(set(record.recipe) - declared)
     if unknown:
         raise ValueError(f"register_estimator: the recipe of {record.name!r} sets unknown fields {unknown}")
+    stage_reads = record.advantage.reads if record.advantage is not None else ()
+    _add_fields("register_estimator", record.name, tuple(record.reads) + tuple(stage_reads), fields, replace)
     if record.advantage is not None and record.recipe.get("loss_mode") not in _LOSS_MODES:
         raise ValueError(f"register_estimator: {record.name!r} needs a recipe loss_mode among {sorted(_LOSS_MODES)}")
     _ESTIMATORS[record.name] = record
@@ -547,12 +594,37 @@ class ObjectiveConfig:
     miniclip_high: float = _UNSET
     gae_lambda_value: float | None = _UNSET
     length_adaptive_alpha: float | None = _UNSET
+    # the values of the fields that registered records brought (`Field`), as sorted (name, value) pairs
+    extra_fields: tuple = dataclasses.field(default=(), kw_only=True)
     # the estimator whose recipe the fields were resolved for (a keyword that dataclasses.replace carries)
     _recipe_of: str | None = dataclasses.field(default=None, repr=False, compare=False, kw_only=True)
 
     def __post_init__(self):
         _resolve(self)
         _validate(self)
+
+    def __getattr__(self, name):   # only reached when `name` is not a built-in field: a registered Field
+        for n, v in self.__dict__.get("extra_fields", ()):
+            if n == name:
+                return v
+        if name in _EXTRA_FIELDS:
+            return _EXTRA_FIELDS[name].default
+        raise AttributeError(f"'ObjectiveConfig' object has no attribute {name!r}")
+
+
+_dataclass_init = ObjectiveConfig.__init__
+
+
+@functools.wraps(_dataclass_init)
+def _init(self, *args, **kwargs):
+    "The dataclass's __init__, taking the fields of registered records as keywords (into `extra_fields`)."
+    extra = dict(kwargs.pop("extra_fields", ()))
+    for name in [k for k in kwargs if k in _EXTRA_FIELDS]:
+        extra[name] = kwargs.pop(name)
+    _dataclass_init(self, *args, extra_fields=tuple(sorted(extra.items())), **kwargs)
+
+
+ObjectiveConfig.__init__ = _init
 
 # %% ../../nbs/04a_objectives.ipynb #dd8522c1
 _FN = "ObjectiveConfig"
@@ -603,6 +675,11 @@ def _resolve(c) -> None:
         switch = c.calculate_per_token_loss is True and not rec.fixed_agg   # a fixed reduction rejects the switch
         object.__setattr__(c, "loss_agg_mode", "token-mean" if switch else rec.default_agg)
     object.__setattr__(c, "_recipe_of", est)
+    extra = dict(c.extra_fields)   # the registered records' fields this configuration reads get their defaults
+    if _EXTRA_FIELDS and (rec.advantage is None or c.loss_mode in _LOSS_MODES):   # (an unknown mode: refused later)
+        for name in sorted(_reads(c, by_value=False) & set(_EXTRA_FIELDS)):
+            extra.setdefault(name, rec.recipe.get(name, _EXTRA_FIELDS[name].default))
+    object.__setattr__(c, "extra_fields", tuple(sorted(extra.items())))
 
 
 def _check_fields(c) -> None:
@@ -838,6 +915,26 @@ def _is_default(value, default) -> bool:
     return value is default or value == default
 
 
+def _check_extra(c, rec: Estimator) -> None:
+    "The fields of registered records: declared, in range, and read by this configuration (else refused as unread)."
+    reads = _reads(c)
+    for name, value in c.extra_fields:
+        f = _EXTRA_FIELDS.get(name)
+        if f is None:
+            raise ValueError(f"{_FN}: `{name}` is not a field (no registered loss mode or estimator declares it)")
+        if name not in reads:
+            if not _is_default(value, rec.recipe.get(name, f.default)):
+                _reject(name, value, f"is never read by {rec.name} with this configuration",
+                        f"leave it at its default {f.default!r}, or select the loss mode or estimator that declares it")
+            continue
+        if f.traced and value is not None:
+            check_number(_FN, name, value, f.check or (lambda v: True), f.expect)
+        elif f.check is not None and not _is_array(value) and not f.check(value):
+            _reject(name, value, f"is not {f.expect}", f"pass {f.expect}")
+        elif not f.traced and _is_array(value):
+            _reject(name, value, "is static structure (not a pytree leaf)", "pass a host value")
+
+
 def _check_unread(c, rec: Estimator) -> None:
     "A field the configuration never reads must stay at its default (the recipe's): a silently ignored flag is how conventions drift."
     reads = _reads(c)
@@ -880,13 +977,15 @@ def _validate(c) -> None:
     _check_fields(c)
     _check_rules(c, rec)
     _check_unread(c, rec)
+    _check_extra(c, rec)
 
 # %% ../../nbs/04a_objectives.ipynb #e9bb0b0e
 def _leaf_names(c) -> tuple:
     "The coefficients that are leaves: read by the configuration and not None (whatever their values)."
     reads = _reads(c, by_value=False)
+    extra = tuple(n for n, v in c.extra_fields if n in reads and _EXTRA_FIELDS[n].traced and v is not None)
     return tuple(n for n in COEFFICIENTS if n in reads and getattr(c, n) is not None
-                 and not isinstance(getattr(c, n), tuple))  # a tuple of thresholds (chained rejection) is static
+                 and not isinstance(getattr(c, n), tuple)) + extra  # a tuple of thresholds (chained rejection) is static
 
 
 def _as_leaf(v):
@@ -904,7 +1003,9 @@ def _as_leaf(v):
 
 def _flatten(c):
     names = _leaf_names(c)
-    static = tuple((f.name, getattr(c, f.name)) for f in dataclasses.fields(c) if f.name not in names)
+    extra = tuple((n, None if n in names else v) for n, v in c.extra_fields)   # a leaf's value is not structure
+    static = tuple((f.name, extra if f.name == "extra_fields" else getattr(c, f.name))
+                   for f in dataclasses.fields(c) if f.name not in names)
     return [_as_leaf(getattr(c, n)) for n in names], (names, static)
 
 
@@ -918,8 +1019,12 @@ def _unflatten(aux, leaves):
     c = object.__new__(ObjectiveConfig)
     for n, v in static:
         object.__setattr__(c, n, v)
-    for n, v in zip(names, leaves):
-        object.__setattr__(c, n, v)
+    values = dict(zip(names, leaves))
+    for n, v in values.items():
+        if n not in _EXTRA_FIELDS:
+            object.__setattr__(c, n, v)
+    if "extra_fields" in c.__dict__:   # the leaves of registered fields go back into their pairs
+        object.__setattr__(c, "extra_fields", tuple((n, values.get(n, v)) for n, v in c.extra_fields))
     return c
 
 

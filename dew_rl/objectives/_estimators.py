@@ -33,7 +33,7 @@ from .._advantages.token_baselines import length_adaptive_lambda, optimal_token_
 from .._surrogates.distill import distillation_advantage
 from .._checks import as_float, check_present
 from ._core import (FIELD_DEFAULTS, AdvantageStage, ConfigFields, Estimator, ObjectiveConfig,
-                                     PolicyStage, RawAdvantages, _COMMON, _ESTIMATORS, _LOSS_MODES, _is_on,
+                                     PolicyStage, RawAdvantages, _COMMON, _ESTIMATORS, _EXTRA_FIELDS, _LOSS_MODES, _is_on,
                                      register_estimator, register_loss_mode, _rewards_of, _token_field)
 
 # %% auto #0
@@ -496,14 +496,15 @@ def fields_read(name: str) -> tuple:
     if rec.advantage is not None:
         reads |= set(_COMMON) | set(rec.advantage.reads) | set(_LOSS_MODES[rec.recipe["loss_mode"]].reads)
         reads -= set(rec.advantage.excludes)
-    return tuple(f for f in FIELD_DEFAULTS if f in reads)
+    return tuple(f for f in FIELD_DEFAULTS if f in reads) + tuple(f for f in _EXTRA_FIELDS if f in reads)
 
 
 def _signature(name: str) -> inspect.Signature:
     rec = _ESTIMATORS[name]
     ann = typing.get_type_hints(ConfigFields)
-    params = [inspect.Parameter(f, inspect.Parameter.KEYWORD_ONLY, default=rec.recipe.get(f, FIELD_DEFAULTS[f]),
-                                annotation=ann[f]) for f in fields_read(name)]
+    default = lambda f: rec.recipe.get(f, FIELD_DEFAULTS[f] if f in FIELD_DEFAULTS else _EXTRA_FIELDS[f].default)  # noqa: E731
+    params = [inspect.Parameter(f, inspect.Parameter.KEYWORD_ONLY, default=default(f), annotation=ann.get(f, typing.Any))
+              for f in fields_read(name)]
     return inspect.Signature(params, return_annotation=ObjectiveConfig)
 
 
