@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -29,7 +30,7 @@ project = "dew_rl"
 author = "dew_rl contributors"
 copyright = "2026, dew_rl contributors"
 
-extensions = ["myst_nb", "sphinxcontrib.bibtex", "sphinx.ext.mathjax"]
+extensions = ["myst_nb", "sphinxcontrib.bibtex", "sphinx.ext.mathjax", "sphinx.ext.autodoc", "sphinx.ext.napoleon"]
 myst_enable_extensions = ["dollarmath", "amsmath", "attrs_inline"]
 myst_heading_anchors = 3
 nb_render_markdown_format = "myst"
@@ -50,9 +51,21 @@ html_theme_options = {"show_toc_level": 2, "home_page_in_toc": True}
 # MathJax 3 is served from the site itself: the default CDN does not load offline.
 mathjax_path = "mathjax/tex-chtml.js"
 
+# The API reference (docs/api/, written by api_pages.py at start-up from the packages' __all__): the
+# docstrings are NumPy style; `x` in a docstring is inline code, as in the notebooks' Markdown.
+napoleon_google_docstring = False
+napoleon_numpy_docstring = True
+napoleon_use_rtype = False
+autodoc_member_order = "bysource"
+autodoc_default_options = {"members": False}
+default_role = "code"
+
 root_doc = "index"
 exclude_patterns = ["_build", "**.ipynb_checkpoints", "Thumbs.db", ".DS_Store"]
 suppress_warnings = ["mystnb.unknown_mime_type"]
+
+sys.path.insert(0, str(HERE))
+import api_pages  # noqa: E402  (docs/api_pages.py, next to this file)
 
 _DIRECTIVE = re.compile(r"^#\|\s*(.*?)\s*$")
 _NBVAL = re.compile(r"^#\s*NBVAL_[A-Z_]+\s*$")
@@ -111,7 +124,7 @@ def _copy_notebooks():
         else:
             chapters.append(src.stem)
             (HERE / src.name).write_text(json.dumps(nb, indent=1), encoding="utf-8")
-    toc = "```{toctree}\n:hidden:\n:maxdepth: 2\n\n" + "\n".join(chapters + ["references"]) + "\n```"
+    toc = "```{toctree}\n:hidden:\n:maxdepth: 2\n\n" + "\n".join(chapters + ["api/index", "references"]) + "\n```"
     home["cells"].append({"cell_type": "markdown", "id": "dew-rl-toc", "metadata": {}, "source": toc})
     (HERE / "index.ipynb").write_text(json.dumps(home, indent=1), encoding="utf-8")
 
@@ -121,8 +134,67 @@ def _copy_mathjax(app, exception):
         shutil.copytree(MATHJAX, Path(app.outdir) / "_static" / "mathjax", dirs_exist_ok=True)
 
 
+_API: dict[str, str] = {}  # what a reader writes in inline code -> the API entry's full name
+
+
+def _api_targets(rows):
+    """Inline code that names a public function links to its entry: `masked_mean`, `rl.gae`,
+    `dew_rl.objectives.grpo`, `obj.grpo(...)`. A bare name of dew_rl.objectives links only when it is
+    a class or a constant (`grpo`, `sapo`, `loss` are also strings and words in the prose)."""
+    for row in rows:
+        full = f"{row['package']}.{row['name']}"
+        if row["package"] == "dew_rl":
+            for form in (row["name"], f"rl.{row['name']}", full):
+                _API.setdefault(form, full)
+        else:
+            for form in (f"obj.{row['name']}", full):
+                _API.setdefault(form, full)
+            if row["kind"] != "function":
+                _API.setdefault(row["name"], full)
+
+
+def _link_api_names(app, doctree, docname):
+    from docutils import nodes
+    from sphinx import addnodes
+
+    for lit in list(doctree.findall(nodes.literal)):
+        if isinstance(lit.parent, (nodes.reference, addnodes.desc_name, addnodes.desc_addname)):
+            continue
+        if any(isinstance(a, (addnodes.desc_signature, nodes.reference)) for a in _ancestors(lit)):
+            continue
+        text = lit.astext().strip()
+        text = text[:-2] if text.endswith("()") else text
+        full = _API.get(text)
+        if full is None:
+            continue
+        page = "api/" + api_pages.page_of(full)
+        uri = app.builder.get_relative_uri(docname, page) + "#" + full
+        ref = nodes.reference("", "", internal=True, refuri=uri, classes=["api-link"])
+        lit.replace_self(ref)
+        ref.append(lit)
+
+
+def _ancestors(node):
+    while node.parent is not None:
+        node = node.parent
+        yield node
+
+
+def _docstring_as_written(app, what, name, obj, options, lines):
+    """Read the docstrings as their authors wrote them (Markdown-minded NumPy style) without
+    reStructuredText's surprises: `|d|` is an absolute value, not a substitution; a word glued to
+    inline code (`aggregate`d) stays glued; a constant shows no docstring of its type (dict's)."""
+    if what == "data" and getattr(obj, "__doc__", None) == getattr(type(obj), "__doc__", None):
+        lines[:] = []
+        return
+    lines[:] = [api_pages.rst_text(line) for line in lines]
+
+
 def setup(app):
     if not (MATHJAX / "tex-chtml.js").exists():
         raise RuntimeError(f"MathJax not found at {MATHJAX}: run `npm ci` (the Makefile does)")
     _copy_notebooks()
+    _api_targets(api_pages.write())
+    app.connect("doctree-resolved", _link_api_names)
+    app.connect("autodoc-process-docstring", _docstring_as_written)
     app.connect("build-finished", _copy_mathjax)
