@@ -47,6 +47,7 @@ bibtex_default_style = "plain"
 html_theme = "sphinx_book_theme"
 html_title = "dew_rl"
 html_static_path = ["_static"]
+html_css_files = ["dew_rl.css"]  # a content column as wide as the screen allows
 html_theme_options = {"show_toc_level": 2, "home_page_in_toc": True}
 # MathJax 3 is served from the site itself: the default CDN does not load offline.
 mathjax_path = "mathjax/tex-chtml.js"

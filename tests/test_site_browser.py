@@ -6,6 +6,13 @@ References page. Every other page is probed too: each math element typeset, no r
 image loaded. A second test removes MathJax from a copy of the site and checks that the same
 probe then fails, so the check cannot pass vacuously.
 
+At 1400x900 (tools/site_layout.py measures it), no table hides a column: every table of every page,
+the nine of the Features page and those of the "Where the frameworks disagree" sections included,
+fits its container or shows its first and last columns without scrolling. The same probe on a copy
+of the site without the project's stylesheet (docs/_static/dew_rl.css) finds hidden columns on the
+Features page, so that check cannot pass vacuously either. Figure legends are drawn into PNGs, so
+their font size is not checkable here.
+
 The site is the one `make test` builds (DEW_RL_SITE); without it the test builds one itself.
 """
 import json
@@ -15,9 +22,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import importlib.util
+
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("dew_rl_site_layout", ROOT / "tools" / "site_layout.py")
+site_layout = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(site_layout)
 PAGE = "01_reductions.html"
 
 PROBE = """<!doctype html><html><body><pre id="result">pending</pre>
@@ -120,3 +132,32 @@ def test_probe_fails_without_mathjax(site, tmp_path):
     shutil.copytree(site, broken, ignore=shutil.ignore_patterns("mathjax"))
     r = probe(broken, tmp_path)
     assert not r["mathjax_loaded"] and r["mjx"] == 0 and r["raw_tex"] and r["untypeset"] == r["math"] > 0, r
+
+
+FEATURES = "06b_features.html"
+
+
+def _hidden_columns(layout: dict) -> list[str]:
+    return [f"{page}: table {t['index']} ({t['head'][:60]}...) {t['width']} px in {t['box']} px"
+            for page, r in layout.items() for t in r.get("tables_hiding", [])]
+
+
+def test_no_table_hides_a_column_at_1400px(site):
+    pages = [f"{c}.html" for c in CHAPTERS]
+    layout = site_layout.measure(site, pages, 1400, 900)
+    errors = [f"{p}: {r['error']}" for p, r in layout.items() if "error" in r]
+    assert not errors, errors
+    assert layout[FEATURES]["tables"] >= 9, layout[FEATURES]
+    assert sum(r["conflict_tables"] for r in layout.values()) >= 50, "the conflict tables were not found"
+    hidden = _hidden_columns(layout)
+    assert not [h for h in hidden if h.startswith(FEATURES)], f"Features tables hide columns: {hidden}"
+    conflict = [f"{p}: table {t['index']}" for p, r in layout.items() for t in r["tables_hiding"] if t["conflict"]]
+    assert not conflict, f"conflict tables hide columns at 1400 px: {conflict}"
+    assert not hidden, f"tables hide columns at 1400 px: {hidden}"
+
+
+def test_column_probe_fails_without_the_stylesheet(site, tmp_path):
+    broken = tmp_path / "site"
+    shutil.copytree(site, broken, ignore=shutil.ignore_patterns("mathjax", "dew_rl.css"))
+    layout = site_layout.measure(broken, [FEATURES], 1400, 900)
+    assert len(layout[FEATURES]["tables_hiding"]) >= 5, layout[FEATURES]
