@@ -10,8 +10,9 @@ directives, which myst-nb does not understand, into myst-nb cell tags:
     #| eval: false           -> skip-execution
 
 The directive lines and nbval markers are stripped from what the reader sees. The home page is
-nbs/index.ipynb; a hidden toctree listing every chapter and the References page is appended to
-its copy so that every chapter is in the sidebar.
+nbs/index.ipynb; hidden toctrees, one per group of CHAPTER_GROUPS with its caption, are appended to
+its copy so that every chapter is in the sidebar, grouped. The API reference (docs/api/) is written
+by docs/api_pages.py from the packages' __all__; docs/_static/dew_rl.css widens the content column.
 """
 from __future__ import annotations
 
@@ -49,6 +50,8 @@ html_title = "dew_rl"
 html_static_path = ["_static"]
 html_css_files = ["dew_rl.css"]  # a content column as wide as the screen allows
 html_theme_options = {"show_toc_level": 2, "home_page_in_toc": True}
+# One search box: the header's (the theme's default sidebar has a second one).
+html_sidebars = {"**": ["navbar-logo.html", "icon-links.html", "sbt-sidebar-nav.html"]}
 # MathJax 3 is served from the site itself: the default CDN does not load offline.
 mathjax_path = "mathjax/tex-chtml.js"
 
@@ -112,6 +115,37 @@ def _translate_cell(cell):
     return cell
 
 
+# The sidebar, in groups with captions; the home page's chapter table follows the same order
+# (tests/test_site_browser.py checks both against this list). Every chapter is in exactly one group.
+CHAPTER_GROUPS = [
+    ("Start", ["04d_objectives_api", "06b_features"]),
+    ("Reductions", ["01_reductions"]),
+    ("Advantages", ["02a_gae", "02b_group_advantage", "02c_rloo", "02d_global_normalize", "02e_reinforce_plus_plus",
+                    "02f_reward_scaling", "02g_token_baselines"]),
+    ("Ratios and KL", ["03h_logits", "03a_log_ratios", "03b_kl"]),
+    ("Policy losses", ["03c_clipped_surrogate", "03d_soft_surrogates", "03e_value_loss",
+                       "03i_weighted_policy_gradients", "03j_sequence_trust_regions", "03k_entropy"]),
+    ("Off-policy correction", ["03f_importance_weights", "03l_rollout_correction", "03m_mismatch_diagnostics",
+                               "03n_off_policy_terms"]),
+    ("Preference and distillation", ["03g_preference", "03o_preference_family", "03p_distillation"]),
+    ("Objectives", ["04a_objectives", "04b_estimators", "04c_monitoring"]),
+    ("Evidence", ["06_conformance", "08_exact_gradients", "08b_offpolicy_bias", "08c_gradient_claims",
+                  "05_learning_curves", "07_benchmarks"]),
+    ("Reference", ["99_api", "api/index", "98_sources", "references"]),
+    ("For contributors", ["00_testing", "00a_checks", "00b_ops"]),
+]
+
+
+def _toctrees(chapters):
+    grouped = [d for _, docs in CHAPTER_GROUPS for d in docs]
+    known = set(chapters) | {"api/index", "references"}
+    if sorted(grouped) != sorted(known) or len(grouped) != len(set(grouped)):
+        raise RuntimeError("docs/conf.py CHAPTER_GROUPS must list every chapter once: "
+                           f"missing {sorted(known - set(grouped))}, unknown {sorted(set(grouped) - known)}")
+    return "\n\n".join(f"```{{toctree}}\n:hidden:\n:maxdepth: 2\n:caption: {caption}\n\n" + "\n".join(docs) + "\n```"
+                       for caption, docs in CHAPTER_GROUPS)
+
+
 def _copy_notebooks():
     for old in HERE.glob("*.ipynb"):
         old.unlink()
@@ -125,7 +159,7 @@ def _copy_notebooks():
         else:
             chapters.append(src.stem)
             (HERE / src.name).write_text(json.dumps(nb, indent=1), encoding="utf-8")
-    toc = "```{toctree}\n:hidden:\n:maxdepth: 2\n\n" + "\n".join(chapters + ["api/index", "references"]) + "\n```"
+    toc = _toctrees(chapters)
     home["cells"].append({"cell_type": "markdown", "id": "dew-rl-toc", "metadata": {}, "source": toc})
     (HERE / "index.ipynb").write_text(json.dumps(home, indent=1), encoding="utf-8")
 

@@ -161,3 +161,41 @@ def test_column_probe_fails_without_the_stylesheet(site, tmp_path):
     shutil.copytree(site, broken, ignore=shutil.ignore_patterns("mathjax", "dew_rl.css"))
     layout = site_layout.measure(broken, [FEATURES], 1400, 900)
     assert len(layout[FEATURES]["tables_hiding"]) >= 5, layout[FEATURES]
+
+
+CAPTIONS = ["Start", "Reductions", "Advantages", "Ratios and KL", "Policy losses", "Off-policy correction",
+            "Preference and distillation", "Objectives", "Evidence", "Reference", "For contributors"]
+CONTRIBUTORS = ["00_testing", "00a_checks", "00b_ops"]
+
+
+def _sidebar(layout: dict) -> dict[str, list[str]]:
+    groups, current = {}, None
+    for item in layout["sidebar"]:
+        if item.startswith("# "):
+            current = item[2:]
+            groups[current] = []
+        elif current is not None:
+            groups[current].append(item.split("#")[0].removesuffix(".html"))
+    return groups
+
+
+def test_sidebar_is_grouped_in_one_order_with_one_search_box(site):
+    import re
+
+    pages = ["genindex.html", "01_reductions.html", FEATURES]
+    narrow = site_layout.measure(site, pages, 1400, 900)
+    wide = site_layout.measure(site, pages[:1], 1920, 1080)
+    groups = _sidebar(narrow["genindex.html"])
+    assert list(groups) == CAPTIONS, list(groups)
+    assert groups["For contributors"] == CONTRIBUTORS, groups["For contributors"]
+    order = [d for docs in groups.values() for d in docs]
+    chapters = [c for c in CHAPTERS if c != "index"]
+    assert sorted(order) == sorted(chapters + ["api/index"]), sorted(set(order) ^ set(chapters + ["api/index"]))
+    home = (site / "index.html").read_text(encoding="utf-8")
+    table = home[home.index('<section id="chapters">'):]
+    table = table[:table.index("</table>")]
+    listed = list(dict.fromkeys(re.findall(r'href="(\w+)\.html"', table)))
+    assert listed == [d for d in order if d in listed], f"the home page's chapters are in another order: {listed}"
+    assert set(listed) == set(chapters) - {"references"}, set(chapters) ^ set(listed)
+    for where, r in [*narrow.items(), ("genindex.html at 1920 px", wide["genindex.html"])]:
+        assert len(r["search_boxes"]) == 1, f"{where}: {len(r['search_boxes'])} search boxes: {r['search_boxes']}"

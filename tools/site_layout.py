@@ -46,6 +46,12 @@ function measure(doc, win) {
     tables: tables.length, tables_overflow: 0, tables_hiding: [], conflict_tables: 0,
     screens: doc.documentElement.scrollHeight / vh,
     images: 0, images_shrunk: 0, min_image_scale: 1,
+    search_boxes: Array.from(doc.querySelectorAll('.search-button__button, input[type=search], #searchbox input')).filter(e => {
+      const r = e.getBoundingClientRect(), st = win.getComputedStyle(e);
+      return r.width > 0 && r.height > 0 && st.visibility !== 'hidden' && r.bottom > 0 && r.top < vh;
+    }).map(e => e.closest('[class]').parentElement.className.slice(0, 40) + ' @' + Math.round(e.getBoundingClientRect().left) + ',' + Math.round(e.getBoundingClientRect().top)),
+    sidebar: Array.from(doc.querySelectorAll('.bd-sidebar-primary nav.bd-links p.caption, .bd-sidebar-primary nav.bd-links li.toctree-l1 > a')).map(
+      e => e.tagName === 'P' ? '# ' + e.textContent.trim() : (e.getAttribute('href') || '')),
   };
   tables.forEach((t, i) => {
     const box = scroller(t, article);
