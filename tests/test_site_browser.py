@@ -10,8 +10,12 @@ At 1400x900 (tools/site_layout.py measures it), no table hides a column: every t
 the nine of the Features page and those of the "Where the frameworks disagree" sections included,
 fits its container or shows its first and last columns without scrolling. The same probe on a copy
 of the site without the project's stylesheet (docs/_static/dew_rl.css) finds hidden columns on the
-Features page, so that check cannot pass vacuously either. Figure legends are drawn into PNGs, so
-their font size is not checkable here.
+Features page, so that check cannot pass vacuously either. At 1400 px the page contents open from
+the header's button rather than taking width beside the article. Figure legends are drawn into
+PNGs, so their font size is not checkable here.
+
+Navigation: the sidebar's captioned groups are the ones below, in order, with the contributors'
+pages last; the home page lists the chapters in the sidebar's order; one search box is visible.
 
 The site is the one `make test` builds (DEW_RL_SITE); without it the test builds one itself.
 """
@@ -199,3 +203,42 @@ def test_sidebar_is_grouped_in_one_order_with_one_search_box(site):
     assert set(listed) == set(chapters) - {"references"}, set(chapters) ^ set(listed)
     for where, r in [*narrow.items(), ("genindex.html at 1920 px", wide["genindex.html"])]:
         assert len(r["search_boxes"]) == 1, f"{where}: {len(r['search_boxes'])} search boxes: {r['search_boxes']}"
+
+
+CONTENTS_PROBE = """<!doctype html><html><body><pre id="result">pending</pre>
+<iframe id="f" src="%(url)s" style="width:1400px;height:900px"></iframe>
+<script>
+const f = document.getElementById('f');
+f.onload = () => setTimeout(() => {
+  const d = f.contentDocument, w = f.contentWindow;
+  const beside = d.querySelector('div.bd-sidebar-secondary');
+  const button = d.querySelector('.bd-header button.secondary-toggle');
+  const shown = button ? button.getBoundingClientRect().width : 0;
+  const beside_width = beside ? beside.getBoundingClientRect().width : 0;
+  if (button) button.click();
+  setTimeout(() => {
+    const dialog = d.getElementById('pst-secondary-sidebar-modal');
+    document.getElementById('result').textContent = JSON.stringify({
+      button: shown, beside: beside_width, open: !!(dialog && dialog.open),
+      links: dialog ? dialog.querySelectorAll('a').length : 0,
+      article: d.querySelector('article.bd-article').getBoundingClientRect().width});
+  }, 500);
+}, 1500);
+</script></body></html>"""
+
+
+def test_page_contents_open_from_the_header_at_1400px(site, tmp_path):
+    """At 1400 px the page contents are not beside the article (which gets the width) but open
+    from the header's button."""
+    wrapper = tmp_path / "contents.html"
+    wrapper.write_text(CONTENTS_PROBE % {"url": (site / "03l_rollout_correction.html").as_uri()}, encoding="utf-8")
+    cmd = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", "--no-first-run", "--allow-file-access-from-files",
+           f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1450,1000", "--virtual-time-budget=10000",
+           "--dump-dom", wrapper.as_uri()]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    start = out.index('<pre id="result">') + len('<pre id="result">')
+    r = json.loads(out[start:out.index("</pre>", start)])
+    assert r["beside"] == 0 and r["button"] > 0, r
+    assert r["open"] and r["links"] >= 5, f"the page contents did not open from the header button: {r}"
+    assert r["article"] >= 1000, r
