@@ -40,7 +40,7 @@ function measure(doc, win) {
   const pres = Array.from(article.querySelectorAll('pre'));
   const tables = Array.from(article.querySelectorAll('table')).filter(t => !t.closest('.highlight, pre'));
   const out = {
-    width: article.getBoundingClientRect().width, pres: pres.length,
+    width: (article.querySelector('section') || article).getBoundingClientRect().width, pres: pres.length,
     pres_overflow: pres.filter(p => p.scrollWidth > p.clientWidth + 1).length,
     pres_excess: pres.filter(p => p.scrollWidth > p.clientWidth + 1).map(p => p.scrollWidth - p.clientWidth),
     tables: tables.length, tables_overflow: 0, tables_hiding: [], conflict_tables: 0,
@@ -140,7 +140,8 @@ def summary(per_page: dict) -> dict:
     tot = lambda k: sum(r.get(k, 0) for r in per_page.values())
     hiding = [(p, t) for p, r in per_page.items() for t in r.get("tables_hiding", [])]
     longest = max(per_page.items(), key=lambda kv: kv[1].get("screens", 0))
-    return {"pages": len(per_page), "column_width": round(max(r.get("width", 0) for r in per_page.values())),
+    widths = sorted(r.get("width", 0) for r in per_page.values())
+    return {"pages": len(per_page), "column_width_median": round(widths[len(widths) // 2]),
             "pres": tot("pres"), "pres_overflow": tot("pres_overflow"),
             "tables": tot("tables"), "tables_overflow": tot("tables_overflow"),
             "tables_hiding_columns": len(hiding),
