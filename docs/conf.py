@@ -10,14 +10,16 @@ directives, which myst-nb does not understand, into myst-nb cell tags:
     #| eval: false           -> skip-execution
 
 The directive lines and nbval markers are stripped from what the reader sees. The home page is
-nbs/index.ipynb; a hidden toctree listing every chapter and the References page is appended to
-its copy so that every chapter is in the sidebar.
+nbs/index.ipynb; hidden toctrees, one per group of CHAPTER_GROUPS with its caption, are appended to
+its copy so that every chapter is in the sidebar, grouped. The API reference (docs/api/) is written
+by docs/api_pages.py from the packages' __all__; docs/_static/dew_rl.css widens the content column.
 """
 from __future__ import annotations
 
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -29,7 +31,7 @@ project = "dew_rl"
 author = "dew_rl contributors"
 copyright = "2026, dew_rl contributors"
 
-extensions = ["myst_nb", "sphinxcontrib.bibtex", "sphinx.ext.mathjax"]
+extensions = ["myst_nb", "sphinxcontrib.bibtex", "sphinx.ext.mathjax", "sphinx.ext.autodoc", "sphinx.ext.napoleon"]
 myst_enable_extensions = ["dollarmath", "amsmath", "attrs_inline"]
 myst_heading_anchors = 3
 nb_render_markdown_format = "myst"
@@ -46,13 +48,28 @@ bibtex_default_style = "plain"
 html_theme = "sphinx_book_theme"
 html_title = "dew_rl"
 html_static_path = ["_static"]
+html_css_files = ["dew_rl.css"]  # a content column as wide as the screen allows
 html_theme_options = {"show_toc_level": 2, "home_page_in_toc": True}
+# One search box: the header's (the theme's default sidebar has a second one).
+html_sidebars = {"**": ["navbar-logo.html", "icon-links.html", "sbt-sidebar-nav.html"]}
 # MathJax 3 is served from the site itself: the default CDN does not load offline.
 mathjax_path = "mathjax/tex-chtml.js"
+
+# The API reference (docs/api/, written by api_pages.py at start-up from the packages' __all__): the
+# docstrings are NumPy style; `x` in a docstring is inline code, as in the notebooks' Markdown.
+napoleon_google_docstring = False
+napoleon_numpy_docstring = True
+napoleon_use_rtype = False
+autodoc_member_order = "bysource"
+autodoc_default_options = {"members": False}
+default_role = "code"
 
 root_doc = "index"
 exclude_patterns = ["_build", "**.ipynb_checkpoints", "Thumbs.db", ".DS_Store"]
 suppress_warnings = ["mystnb.unknown_mime_type"]
+
+sys.path.insert(0, str(HERE))
+import api_pages  # noqa: E402  (docs/api_pages.py, next to this file)
 
 _DIRECTIVE = re.compile(r"^#\|\s*(.*?)\s*$")
 _NBVAL = re.compile(r"^#\s*NBVAL_[A-Z_]+\s*$")
@@ -98,6 +115,37 @@ def _translate_cell(cell):
     return cell
 
 
+# The sidebar, in groups with captions; the home page's chapter table follows the same order
+# (tests/test_site_browser.py checks both against this list). Every chapter is in exactly one group.
+CHAPTER_GROUPS = [
+    ("Start", ["04d_objectives_api", "06b_features"]),
+    ("Reductions", ["01_reductions"]),
+    ("Advantages", ["02a_gae", "02b_group_advantage", "02c_rloo", "02d_global_normalize", "02e_reinforce_plus_plus",
+                    "02f_reward_scaling", "02g_token_baselines"]),
+    ("Ratios and KL", ["03h_logits", "03a_log_ratios", "03b_kl"]),
+    ("Policy losses", ["03c_clipped_surrogate", "03d_soft_surrogates", "03e_value_loss",
+                       "03i_weighted_policy_gradients", "03j_sequence_trust_regions", "03k_entropy"]),
+    ("Off-policy correction", ["03f_importance_weights", "03l_rollout_correction", "03m_mismatch_diagnostics",
+                               "03n_off_policy_terms"]),
+    ("Preference and distillation", ["03g_preference", "03o_preference_family", "03p_distillation"]),
+    ("Objectives", ["04a_objectives", "04b_estimators", "04c_monitoring"]),
+    ("Evidence", ["06_conformance", "08_exact_gradients", "08b_offpolicy_bias", "08c_gradient_claims",
+                  "05_learning_curves", "07_benchmarks"]),
+    ("Reference", ["99_api", "api/index", "98_sources", "references"]),
+    ("For contributors", ["00_testing", "00a_checks", "00b_ops"]),
+]
+
+
+def _toctrees(chapters):
+    grouped = [d for _, docs in CHAPTER_GROUPS for d in docs]
+    known = set(chapters) | {"api/index", "references"}
+    if sorted(grouped) != sorted(known) or len(grouped) != len(set(grouped)):
+        raise RuntimeError("docs/conf.py CHAPTER_GROUPS must list every chapter once: "
+                           f"missing {sorted(known - set(grouped))}, unknown {sorted(set(grouped) - known)}")
+    return "\n\n".join(f"```{{toctree}}\n:hidden:\n:maxdepth: 2\n:caption: {caption}\n\n" + "\n".join(docs) + "\n```"
+                       for caption, docs in CHAPTER_GROUPS)
+
+
 def _copy_notebooks():
     for old in HERE.glob("*.ipynb"):
         old.unlink()
@@ -111,7 +159,7 @@ def _copy_notebooks():
         else:
             chapters.append(src.stem)
             (HERE / src.name).write_text(json.dumps(nb, indent=1), encoding="utf-8")
-    toc = "```{toctree}\n:hidden:\n:maxdepth: 2\n\n" + "\n".join(chapters + ["references"]) + "\n```"
+    toc = _toctrees(chapters)
     home["cells"].append({"cell_type": "markdown", "id": "dew-rl-toc", "metadata": {}, "source": toc})
     (HERE / "index.ipynb").write_text(json.dumps(home, indent=1), encoding="utf-8")
 
@@ -121,8 +169,67 @@ def _copy_mathjax(app, exception):
         shutil.copytree(MATHJAX, Path(app.outdir) / "_static" / "mathjax", dirs_exist_ok=True)
 
 
+_API: dict[str, str] = {}  # what a reader writes in inline code -> the API entry's full name
+
+
+def _api_targets(rows):
+    """Inline code that names a public function links to its entry: `masked_mean`, `rl.gae`,
+    `dew_rl.objectives.grpo`, `obj.grpo(...)`. A bare name of dew_rl.objectives links only when it is
+    a class or a constant (`grpo`, `sapo`, `loss` are also strings and words in the prose)."""
+    for row in rows:
+        full = f"{row['package']}.{row['name']}"
+        if row["package"] == "dew_rl":
+            for form in (row["name"], f"rl.{row['name']}", full):
+                _API.setdefault(form, full)
+        else:
+            for form in (f"obj.{row['name']}", full):
+                _API.setdefault(form, full)
+            if row["kind"] != "function":
+                _API.setdefault(row["name"], full)
+
+
+def _link_api_names(app, doctree, docname):
+    from docutils import nodes
+    from sphinx import addnodes
+
+    for lit in list(doctree.findall(nodes.literal)):
+        if isinstance(lit.parent, (nodes.reference, addnodes.desc_name, addnodes.desc_addname)):
+            continue
+        if any(isinstance(a, (addnodes.desc_signature, nodes.reference)) for a in _ancestors(lit)):
+            continue
+        text = lit.astext().strip()
+        text = text[:-2] if text.endswith("()") else text
+        full = _API.get(text)
+        if full is None:
+            continue
+        page = "api/" + api_pages.page_of(full)
+        uri = app.builder.get_relative_uri(docname, page) + "#" + full
+        ref = nodes.reference("", "", internal=True, refuri=uri, classes=["api-link"])
+        lit.replace_self(ref)
+        ref.append(lit)
+
+
+def _ancestors(node):
+    while node.parent is not None:
+        node = node.parent
+        yield node
+
+
+def _docstring_as_written(app, what, name, obj, options, lines):
+    """Read the docstrings as their authors wrote them (Markdown-minded NumPy style) without
+    reStructuredText's surprises: `|d|` is an absolute value, not a substitution; a word glued to
+    inline code (`aggregate`d) stays glued; a constant shows no docstring of its type (dict's)."""
+    if what == "data" and getattr(obj, "__doc__", None) == getattr(type(obj), "__doc__", None):
+        lines[:] = []
+        return
+    lines[:] = [api_pages.rst_text(line) for line in lines]
+
+
 def setup(app):
     if not (MATHJAX / "tex-chtml.js").exists():
         raise RuntimeError(f"MathJax not found at {MATHJAX}: run `npm ci` (the Makefile does)")
     _copy_notebooks()
+    _api_targets(api_pages.write())
+    app.connect("doctree-resolved", _link_api_names)
+    app.connect("autodoc-process-docstring", _docstring_as_written)
     app.connect("build-finished", _copy_mathjax)

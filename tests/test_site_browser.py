@@ -6,6 +6,17 @@ References page. Every other page is probed too: each math element typeset, no r
 image loaded. A second test removes MathJax from a copy of the site and checks that the same
 probe then fails, so the check cannot pass vacuously.
 
+At 1400x900 (tools/site_layout.py measures it), no table hides a column: every table of every page,
+the nine of the Features page and those of the "Where the frameworks disagree" sections included,
+fits its container or shows its first and last columns without scrolling. The same probe on a copy
+of the site without the project's stylesheet (docs/_static/dew_rl.css) finds hidden columns on the
+Features page, so that check cannot pass vacuously either. At 1400 px the page contents open from
+the header's button rather than taking width beside the article. Figure legends are drawn into
+PNGs, so their font size is not checkable here.
+
+Navigation: the sidebar's captioned groups are the ones below, in order, with the contributors'
+pages last; the home page lists the chapters in the sidebar's order; one search box is visible.
+
 The site is the one `make test` builds (DEW_RL_SITE); without it the test builds one itself.
 """
 import json
@@ -15,9 +26,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import importlib.util
+
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+_spec = importlib.util.spec_from_file_location("dew_rl_site_layout", ROOT / "tools" / "site_layout.py")
+site_layout = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(site_layout)
 PAGE = "01_reductions.html"
 
 PROBE = """<!doctype html><html><body><pre id="result">pending</pre>
@@ -120,3 +136,109 @@ def test_probe_fails_without_mathjax(site, tmp_path):
     shutil.copytree(site, broken, ignore=shutil.ignore_patterns("mathjax"))
     r = probe(broken, tmp_path)
     assert not r["mathjax_loaded"] and r["mjx"] == 0 and r["raw_tex"] and r["untypeset"] == r["math"] > 0, r
+
+
+FEATURES = "06b_features.html"
+
+
+def _hidden_columns(layout: dict) -> list[str]:
+    return [f"{page}: table {t['index']} ({t['head'][:60]}...) {t['width']} px in {t['box']} px"
+            for page, r in layout.items() for t in r.get("tables_hiding", [])]
+
+
+def test_no_table_hides_a_column_at_1400px(site):
+    pages = [f"{c}.html" for c in CHAPTERS]
+    layout = site_layout.measure(site, pages, 1400, 900)
+    errors = [f"{p}: {r['error']}" for p, r in layout.items() if "error" in r]
+    assert not errors, errors
+    assert layout[FEATURES]["tables"] >= 9, layout[FEATURES]
+    assert sum(r["conflict_tables"] for r in layout.values()) >= 50, "the conflict tables were not found"
+    hidden = _hidden_columns(layout)
+    assert not [h for h in hidden if h.startswith(FEATURES)], f"Features tables hide columns: {hidden}"
+    conflict = [f"{p}: table {t['index']}" for p, r in layout.items() for t in r["tables_hiding"] if t["conflict"]]
+    assert not conflict, f"conflict tables hide columns at 1400 px: {conflict}"
+    assert not hidden, f"tables hide columns at 1400 px: {hidden}"
+
+
+def test_column_probe_fails_without_the_stylesheet(site, tmp_path):
+    broken = tmp_path / "site"
+    shutil.copytree(site, broken, ignore=shutil.ignore_patterns("mathjax", "dew_rl.css"))
+    layout = site_layout.measure(broken, [FEATURES], 1400, 900)
+    assert len(layout[FEATURES]["tables_hiding"]) >= 5, layout[FEATURES]
+
+
+CAPTIONS = ["Start", "Reductions", "Advantages", "Ratios and KL", "Policy losses", "Off-policy correction",
+            "Preference and distillation", "Objectives", "Evidence", "Reference", "For contributors"]
+CONTRIBUTORS = ["00_testing", "00a_checks", "00b_ops"]
+
+
+def _sidebar(layout: dict) -> dict[str, list[str]]:
+    groups, current = {}, None
+    for item in layout["sidebar"]:
+        if item.startswith("# "):
+            current = item[2:]
+            groups[current] = []
+        elif current is not None:
+            groups[current].append(item.split("#")[0].removesuffix(".html"))
+    return groups
+
+
+def test_sidebar_is_grouped_in_one_order_with_one_search_box(site):
+    import re
+
+    pages = ["genindex.html", "01_reductions.html", FEATURES]
+    narrow = site_layout.measure(site, pages, 1400, 900)
+    wide = site_layout.measure(site, pages[:1], 1920, 1080)
+    groups = _sidebar(narrow["genindex.html"])
+    assert list(groups) == CAPTIONS, list(groups)
+    assert groups["For contributors"] == CONTRIBUTORS, groups["For contributors"]
+    order = [d for docs in groups.values() for d in docs]
+    chapters = [c for c in CHAPTERS if c != "index"]
+    assert sorted(order) == sorted(chapters + ["api/index"]), sorted(set(order) ^ set(chapters + ["api/index"]))
+    home = (site / "index.html").read_text(encoding="utf-8")
+    table = home[home.index('<section id="chapters">'):]
+    table = table[:table.index("</table>")]
+    listed = list(dict.fromkeys(re.findall(r'href="(\w+)\.html"', table)))
+    assert listed == [d for d in order if d in listed], f"the home page's chapters are in another order: {listed}"
+    assert set(listed) == set(chapters) - {"references"}, set(chapters) ^ set(listed)
+    for where, r in [*narrow.items(), ("genindex.html at 1920 px", wide["genindex.html"])]:
+        assert len(r["search_boxes"]) == 1, f"{where}: {len(r['search_boxes'])} search boxes: {r['search_boxes']}"
+
+
+CONTENTS_PROBE = """<!doctype html><html><body><pre id="result">pending</pre>
+<iframe id="f" src="%(url)s" style="width:1400px;height:900px"></iframe>
+<script>
+const f = document.getElementById('f');
+f.onload = () => setTimeout(() => {
+  const d = f.contentDocument, w = f.contentWindow;
+  const beside = d.querySelector('div.bd-sidebar-secondary');
+  const button = d.querySelector('.bd-header button.secondary-toggle');
+  const shown = button ? button.getBoundingClientRect().width : 0;
+  const beside_width = beside ? beside.getBoundingClientRect().width : 0;
+  if (button) button.click();
+  setTimeout(() => {
+    const dialog = d.getElementById('pst-secondary-sidebar-modal');
+    document.getElementById('result').textContent = JSON.stringify({
+      button: shown, beside: beside_width, open: !!(dialog && dialog.open),
+      links: dialog ? dialog.querySelectorAll('a').length : 0,
+      article: d.querySelector('article.bd-article').getBoundingClientRect().width});
+  }, 500);
+}, 1500);
+</script></body></html>"""
+
+
+def test_page_contents_open_from_the_header_at_1400px(site, tmp_path):
+    """At 1400 px the page contents are not beside the article (which gets the width) but open
+    from the header's button."""
+    wrapper = tmp_path / "contents.html"
+    wrapper.write_text(CONTENTS_PROBE % {"url": (site / "03l_rollout_correction.html").as_uri()}, encoding="utf-8")
+    cmd = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", "--no-first-run", "--allow-file-access-from-files",
+           f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1450,1000", "--virtual-time-budget=10000",
+           "--dump-dom", wrapper.as_uri()]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    start = out.index('<pre id="result">') + len('<pre id="result">')
+    r = json.loads(out[start:out.index("</pre>", start)])
+    assert r["beside"] == 0 and r["button"] > 0, r
+    assert r["open"] and r["links"] >= 5, f"the page contents did not open from the header button: {r}"
+    assert r["article"] >= 1000, r
