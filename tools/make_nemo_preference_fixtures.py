@@ -92,9 +92,7 @@ def main(argv):
     rev = subprocess.run(["git", f"--git-dir={git_dir}", "rev-parse", argv[1] if len(argv) > 1 else "HEAD"],
                          check=True, capture_output=True, text=True).stdout.strip()
     lf = load_nemo(git_dir, rev)
-    spec = importlib.util.spec_from_file_location("pref_driver", ROOT / "tools" / "conformance_preference.py")
-    drv = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(drv)
+    import conformance_preference as drv  # tools/ is on the path when this script runs
     inputs = drv.make_inputs()
     cases = drv.cases_of(inputs)
     store, records = {}, []
