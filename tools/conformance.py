@@ -21,7 +21,7 @@ import sys
 
 import numpy as np
 
-from conformance_harness import REL_FLOOR, ROUNDOFF, Suite, agrees, cases_of, compare, run  # noqa: F401
+from conformance_harness import cases_of, drawn_cases, note_by_param, ragged_mask, run, Suite  # noqa: F401
 
 FRAMEWORKS = ("verl", "openrlhf", "tunix", "rlax", "trl")  # also the order of the chapter's tables
 # Reference frameworks without an adapter: listed as not run, with the reason (none at present).
@@ -36,12 +36,9 @@ CASES = {"a": (8, 12, 4), "b": (6, 7, 2), "c": (12, 5, 4)}
 def make_inputs() -> dict[str, np.ndarray]:
     """The shared inputs, ``in/<case>/<name>``; float32 values (int for G)."""
     out = {}
-    for k, (case, (B, T, G)) in enumerate(CASES.items()):
-        rng = np.random.default_rng(SEED + k)
+    for case, (B, T, G), rng in drawn_cases(CASES, SEED):
         f32 = lambda a: np.asarray(a, np.float32)  # noqa: E731
-        lengths = rng.integers(2, T + 1, size=B)
-        lengths[0] = T  # one full row
-        mask = (np.arange(T)[None, :] < lengths[:, None]).astype(np.float32)
+        lengths, mask = ragged_mask(rng, B, T, 2)
         for r in (1, 3):  # interior holes (e.g. observation spans of a multi-turn rollout)
             if lengths[r] >= 3:
                 mask[r, 1] = 0.0
@@ -78,10 +75,8 @@ def make_inputs() -> dict[str, np.ndarray]:
     return out
 
 
-
-
 # --------------------------------------------------------------------------------------------------------
-# 3. dew_rl's side: the same quantity under the framework's convention, and under dew_rl's defaults
+# 2. dew_rl's side: the same quantity under the framework's convention, and under dew_rl's defaults
 # --------------------------------------------------------------------------------------------------------
 def dew_rl_side(framework: str, kind: str, p: dict, x: dict) -> dict:
     """dew_rl's value of a framework output: `conv` (configured to the framework's convention, described
@@ -357,8 +352,6 @@ def dew_rl_side(framework: str, kind: str, p: dict, x: dict) -> dict:
     return r
 
 
-
-
 # Differences under the framework's convention that are known and explained in a chapter (still listed as DIFFERS).
 DOCUMENTED = {
     ("verl", "rfpp_advantages", "gamma=0.9"): "dew_rl's REINFORCE++ return counts positions in the exponent (a masked "
@@ -366,11 +359,6 @@ DOCUMENTED = {
     "They agree at gamma = 1 and on rows without holes; no dew_rl setting reproduces verl at gamma < 1 with holes "
     "(chapter 02e_reinforce_plus_plus).",
 }
-
-
-def note_for(key: str) -> str:
-    fw, _, kind, *params = key.split("/")
-    return next((v for (f, k, p), v in DOCUMENTED.items() if f == fw and k == kind and p in params), "")
 
 
 def _compared(rec, side, theirs, x, c) -> dict:
@@ -382,7 +370,7 @@ def _compared(rec, side, theirs, x, c) -> dict:
 SUITE = Suite(
     "general", "conformance", FRAMEWORKS, make_inputs,
     side=lambda rec, x: dew_rl_side(rec["framework"], rec["kind"], rec["params"], x),
-    about="dew_rl against the reference frameworks' own code", note=lambda rec: note_for(rec["key"]), extra=_compared,
+    about="dew_rl against the reference frameworks' own code", note=lambda rec: note_by_param(DOCUMENTED, rec["key"]), extra=_compared,
     header=lambda ctx: dict(seed=SEED, cases={k: dict(B=v[0], T=v[1], G=v[2]) for k, v in CASES.items()},
                             no_adapter=NO_ADAPTER),
     stubs=("openrlhf_lite.py", "tunix_lite.py", "ray_only/ray/__init__.py"), env=dict(JAX_PLATFORMS="cpu"),

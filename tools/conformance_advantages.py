@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from conformance_harness import ROUNDOFF, Suite, agrees, cases_of, compare, frozen_fixture, run  # noqa: F401
+from conformance_harness import cases_of, compare, frozen_fixture, run, Suite  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 NEMO_FIXTURE = ROOT / "tests" / "fixtures" / "advantages_nemo_rl.npz"
@@ -82,7 +82,7 @@ def make_inputs() -> dict[str, np.ndarray]:
 
 
 # --------------------------------------------------------------------------------------------------------
-# 3. dew_rl's side
+# 2. dew_rl's side
 # --------------------------------------------------------------------------------------------------------
 def _group(x):
     "dew_rl's `group`: the static G of a contiguous case, else the prompt ids."

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from conformance_harness import ROUNDOFF, Suite, agrees, cases_of, check_fixture_inputs, compare, load_npz, run  # noqa: F401
+from conformance_harness import cases_of, check_fixture_inputs, load_npz, note_by_param, run, Suite  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "distill_frameworks.npz"
@@ -102,7 +102,7 @@ def make_inputs() -> dict[str, np.ndarray]:
 
 
 # --------------------------------------------------------------------------------------------------------
-# 3. dew_rl's side
+# 2. dew_rl's side
 # --------------------------------------------------------------------------------------------------------
 def dew_rl_side(framework: str, kind: str, p: dict, x: dict) -> dict:
     """dew_rl's value of a framework output: `conv` under the framework's convention (`convention`), `default`
@@ -315,14 +315,6 @@ DOCUMENTED = {
 }
 
 
-def note_for(key: str) -> str:
-    fw, case, kind, *params = key.split("/")
-    for (f, k, prm), v in DOCUMENTED.items():
-        if f == fw and k == kind and (prm in params or prm == f"case={case}"):
-            return v
-    return ""
-
-
 def frozen(inputs: dict) -> tuple[list, dict, dict]:
     "NeMo-RL's and slime's outputs from the fixture, after checking that they were computed from these inputs."
     meta = json.loads(FIXTURE_META.read_text())
@@ -337,7 +329,7 @@ SUITE = Suite(
     "distill", "conformance_distill", LIVE, make_inputs,
     side=lambda rec, x: dew_rl_side(rec["framework"], rec["kind"], rec["params"], x),
     about="dew_rl's distillation and logit-level functions against verl, TRL, NeMo-RL and slime",
-    note=lambda rec: note_for(rec["key"]),
+    note=lambda rec: note_by_param(DOCUMENTED, rec["key"]),
     extra=lambda rec, side, theirs, x, c: dict(compared="every position" if side["where"] is None
                                                else "where marked in the convention"),
     header=lambda ctx: dict(seed=SEED, cases=CASES), frozen=frozen, frozen_names=FROZEN,

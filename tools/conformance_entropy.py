@@ -24,7 +24,7 @@ import sys
 
 import numpy as np
 
-from conformance_harness import ROUNDOFF, Suite, agrees, cases_of, compare, run  # noqa: F401
+from conformance_harness import cases_of, drawn_cases, ragged_mask, run, Suite  # noqa: F401
 
 FRAMEWORKS = ("verl", "trl")
 SEED = 20261219
@@ -37,11 +37,8 @@ CASES = {"a": (8, 12, 4), "b": (6, 7, 2), "c": (12, 5, 3)}
 # --------------------------------------------------------------------------------------------------------
 def make_inputs() -> dict[str, np.ndarray]:
     out = {}
-    for k, (case, (B, T, R)) in enumerate(CASES.items()):
-        rng = np.random.default_rng(SEED + k)
-        lengths = rng.integers(1, T + 1, size=B)
-        lengths[0] = T
-        mask = (np.arange(T)[None, :] < lengths[:, None]).astype(np.float32)
+    for case, (B, T, R), rng in drawn_cases(CASES, SEED):
+        lengths, mask = ragged_mask(rng, B, T, 1)
         rows = B // R
         mask[rows:2 * rows] = 0.0  # the second rank holds no valid token
         last = np.where(mask.sum(1) > 0, T - 1 - np.argmax(mask[:, ::-1], axis=1), 0)

@@ -92,6 +92,27 @@ def cases_of(arrays: dict) -> dict[str, dict[str, np.ndarray]]:
     return {c: {k.split("/", 2)[2]: arrays[k] for k in arrays if k.startswith(f"in/{c}/")} for c in cases}
 
 
+def drawn_cases(cases: dict, seed: int):
+    "(case, its spec, its generator) for each case of a suite's inputs: case k draws from default_rng(seed + k)."
+    for k, (case, spec) in enumerate(cases.items()):
+        yield case, spec, np.random.default_rng(seed + k)
+
+
+def ragged_mask(rng, B: int, T: int, shortest: int, dtype=np.float32):
+    "Rows of random lengths in [shortest, T], the first row full, right-padded: (lengths, mask)."
+    lengths = rng.integers(shortest, T + 1, size=B)
+    lengths[0] = T  # one full row
+    return lengths, (np.arange(T)[None, :] < lengths[:, None]).astype(dtype)
+
+
+def note_by_param(documented: dict, key: str) -> str:
+    """The note of a row from {(framework, kind, param or 'case=<case>'): note}, its key being
+    framework/case/kind/param/...; '' where none applies."""
+    fw, case, kind, *params = key.split("/")
+    return next((v for (f, k, p), v in documented.items() if f == fw and k == kind and p in (*params, f"case={case}")),
+                "")
+
+
 def load_npz(path) -> dict[str, np.ndarray]:
     with np.load(path) as f:
         return {k: f[k] for k in f.files}

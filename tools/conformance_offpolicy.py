@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from conformance_harness import ROUNDOFF, Suite, agrees, cases_of, check_fixture_inputs, compare, load_npz, run  # noqa: F401
+from conformance_harness import (  # noqa: F401
+    agrees, cases_of, check_fixture_inputs, drawn_cases, ragged_mask, run, Suite)
 
 ROOT = Path(__file__).resolve().parent.parent
 FRAMEWORKS = ("verl", "trl", "openrlhf")
@@ -38,11 +39,8 @@ CASES = {"a": (8, 12), "b": (6, 9)}   # (B, T); "a" has an empty row and log rat
 def make_inputs() -> dict[str, np.ndarray]:
     """The shared inputs, ``in/<case>/<name>``, float32."""
     out = {}
-    for k, (case, (B, T)) in enumerate(CASES.items()):
-        rng = np.random.default_rng(SEED + k)
-        lengths = rng.integers(3, T + 1, size=B)
-        lengths[0] = T
-        mask = (np.arange(T)[None, :] < lengths[:, None]).astype(np.float64)
+    for case, (B, T), rng in drawn_cases(CASES, SEED):
+        lengths, mask = ragged_mask(rng, B, T, 3, np.float64)
         mask[2, 1] = mask[4, 2] = 0.0                        # interior holes
         noise = 0.3 if case == "a" else 0.1
         old = rng.normal(-1.2, 0.8, size=(B, T))
@@ -90,10 +88,7 @@ def load_fixture() -> tuple[list[dict], dict, dict]:
 
 
 # --------------------------------------------------------------------------------------------------------
-
-
-# --------------------------------------------------------------------------------------------------------
-# 3. dew_rl's side
+# 2. dew_rl's side
 # --------------------------------------------------------------------------------------------------------
 def verl_is_args(thr: str) -> dict:
     "verl's rollout_is_threshold (a float, or 'lower_upper' for IcePop) as dew_rl's arguments."
@@ -446,7 +441,7 @@ def frozen_side(framework: str, kind: str, p: dict, x: dict, keys) -> dict:
 
 
 # --------------------------------------------------------------------------------------------------------
-# 4. Differences
+# 3. Differences
 # --------------------------------------------------------------------------------------------------------
 DOCUMENTED = {  # (framework, kind, case) -> why the comparison is not at round-off (shown in the chapters)
     ("verl", "is_metrics", "a"): "verl takes its per-row metrics (rollout_is_seq_*, and at the sequence level "
@@ -511,9 +506,6 @@ def check_presets(verl_fields: dict) -> list[dict]:
         diff = sorted(k for k in want if ours is None or ours.get(k) != want[k])
         out.append(dict(name=name, verl=fields, dew_rl=ours, agrees=not diff, differing=diff))
     return out
-
-
-# --------------------------------------------------------------------------------------------------------
 
 
 def frozen(inputs: dict) -> tuple[list, dict, dict]:

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/, for the chapters that load this file by path
-from conformance_harness import ROUNDOFF, Suite, agrees, cases_of, compare, frozen_fixture, run  # noqa: E402, F401
+from conformance_harness import cases_of, drawn_cases, frozen_fixture, ragged_mask, run, Suite  # noqa: E402, F401
 
 ROOT = Path(__file__).resolve().parent.parent
 ROLL_FIXTURE = ROOT / "tests" / "fixtures" / "policyloss_roll.npz"
@@ -41,11 +41,8 @@ CASES = {"a": (8, 12, 0.35), "b": (6, 7, 0.05)}     # name -> (B, T, std of the 
 # --------------------------------------------------------------------------------------------------------
 def make_inputs() -> dict[str, np.ndarray]:
     out = {}
-    for k, (case, (B, T, drift)) in enumerate(CASES.items()):
-        rng = np.random.default_rng(SEED + k)
-        lengths = rng.integers(2, T + 1, size=B)
-        lengths[0] = T
-        mask = (np.arange(T)[None, :] < lengths[:, None]).astype(np.float64)
+    for case, (B, T, drift), rng in drawn_cases(CASES, SEED):
+        lengths, mask = ragged_mask(rng, B, T, 2, np.float64)
         mask[1, 1] = 0.0                                  # an interior hole
         mask[B - 2] = 0.0                                 # a fully masked row
         p_old = rng.uniform(0.02, 0.98, size=(B, T))
@@ -70,7 +67,7 @@ def make_inputs() -> dict[str, np.ndarray]:
 
 
 # --------------------------------------------------------------------------------------------------------
-# 3. dew_rl's side
+# 2. dew_rl's side
 # --------------------------------------------------------------------------------------------------------
 def dew_rl_side(framework: str, kind: str, p: dict, x: dict) -> dict:
     """dew_rl's value of one framework output: `value` (loss, gradient, metric, mask or terms), `function`,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from conformance_harness import REL_FLOOR, ROUNDOFF, Suite, agrees, cases_of, check_fixture_inputs, compare, load_npz, run  # noqa: F401,E501
+from conformance_harness import cases_of, check_fixture_inputs, note_by_param, run, Suite  # noqa: F401
 
 ROOT = Path(__file__).resolve().parent.parent
 NEMO_FIXTURE = ROOT / "tests" / "fixtures" / "nemo_rl_dpo.npz"
@@ -106,13 +106,8 @@ def make_inputs() -> dict[str, np.ndarray]:
     return out
 
 
-
-
 # --------------------------------------------------------------------------------------------------------
-
-
-# --------------------------------------------------------------------------------------------------------
-# 3. dew_rl's side
+# 2. dew_rl's side
 # --------------------------------------------------------------------------------------------------------
 DPO_ARGS = ("beta", "loss_type", "loss_weights", "label_smoothing", "f_divergence_type", "f_alpha_divergence_coef",
             "ld_alpha", "use_weighting", "discopop_tau")
@@ -329,13 +324,8 @@ DOCUMENTED = {
 }
 
 
-def note_for(key: str) -> str:
-    fw, case, kind, *params = key.split("/")
-    return next((v for (f, k, p), v in DOCUMENTED.items() if f == fw and k == kind and p in params), "")
-
-
 # --------------------------------------------------------------------------------------------------------
-# 4. NeMo-RL's frozen outputs
+# 3. NeMo-RL's frozen outputs
 # --------------------------------------------------------------------------------------------------------
 def nemo_records() -> tuple[dict, list[dict], dict]:
     """The frozen NeMo-RL outputs as records (framework 'nemo-rl'), their arrays, and the fixture's metadata."""
@@ -346,10 +336,6 @@ def nemo_records() -> tuple[dict, list[dict], dict]:
     arrays = {k: v for k, v in fx.items() if not k.startswith("in/")}
     inputs = {k: v for k, v in fx.items() if k.startswith("in/")}
     return arrays, records, dict(meta, inputs=inputs)
-
-
-# --------------------------------------------------------------------------------------------------------
-# 5. Running the adapters
 
 
 def frozen(inputs: dict) -> tuple[list, dict, dict]:
@@ -369,7 +355,7 @@ def _header(ctx) -> dict:
 SUITE = Suite(
     "preference", "conformance_preference", FRAMEWORKS, make_inputs,
     side=lambda rec, x: dew_rl_side(rec["framework"], rec["kind"], rec["params"], x),
-    about="dew_rl's preference family against the frameworks' own code", note=lambda rec: note_for(rec["key"]),
+    about="dew_rl's preference family against the frameworks' own code", note=lambda rec: note_by_param(DOCUMENTED, rec["key"]),
     extra=lambda rec, side, theirs, x, c: dict(framework_value=float(theirs) if np.ndim(theirs) == 0 else None),
     header=_header, frozen=frozen, frozen_names=("nemo-rl",), store_frozen=False, stubs=("openrlhf_lite.py",),
     fixtures=("tests/fixtures/nemo_rl_dpo.npz",), log="conformance_preference")

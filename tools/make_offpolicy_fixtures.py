@@ -24,7 +24,7 @@ functions:
   `areal/trainer/ppo/actor.py` (`compute_prox_logp_approximations`, log-linear).
 
 Writes tests/fixtures/offpolicy_frameworks.npz (inputs and outputs) and tests/fixtures/offpolicy_frameworks.json
-(revisions, settings, scalar results), which tests/test_conformance_offpolicy.py and the chapters 03i-03k read.
+(revisions, settings, scalar results), which tests/test_conformance.py and the chapters 03i-03k read.
 """
 from __future__ import annotations
 
