@@ -68,14 +68,13 @@ bench: env
 	$(PY) tools/bench_logits.py --vocab 32768 151936 --rounds 1 --no-warmup
 	$(PY) tools/bench_logits.py --distill --vocab 32768 --memory-only 151936 --rounds 1 --no-warmup
 
-# dew_rl against the frameworks themselves (each in its own environment, tools/refenvs.py): the core driver,
-# then one driver per family (tools/conformance_*.py: advantages, policy losses, entropy, off-policy correction,
-# preference, distillation, the conventions inside trainers: frontier). Each rewrites its data/conformance*.json (and outputs .npz), which the chapters and
-# tests/test_conformance_*.py read. FAMILIES=offpolicy runs one family only.
-FAMILIES ?= $(patsubst tools/conformance_%.py,%,$(wildcard tools/conformance_*.py))
+# dew_rl against the frameworks themselves (each in its own environment, tools/refenvs.py): every suite of
+# tools/conformance_harness.py (general, advantages, policyloss, entropy, offpolicy, preference, distill, frontier).
+# Each rewrites its data/conformance*.json and outputs .npz and its entry of data/conformance_hashes.json, which the
+# chapters and tests/test_conformance.py read. SUITES=offpolicy runs one suite only.
+SUITES ?=
 conformance: env
-	$(PY) tools/conformance.py
-	@set -e; for f in $(FAMILIES); do echo "== conformance: $$f"; $(PY) tools/conformance_$$f.py; done
+	$(PY) tools/conformance_harness.py $(SUITES)
 
 clean:
 	rm -rf $(SITE) docs/_site_src .pytest_cache

@@ -22,6 +22,16 @@ def ref(request):
         return {k: f[k] for k in f.files}
 
 
+@pytest.fixture(scope="module")
+def mesh():
+    """A one-axis mesh ("dp") over the four simulated CPU devices (a test module may define its own)."""
+    from jax.sharding import Mesh
+
+    devices = jax.devices()
+    assert len(devices) >= 4, f"expected 4 CPU devices from XLA_FLAGS, got {len(devices)}"
+    return Mesh(np.array(devices[:4]), ("dp",))
+
+
 @pytest.fixture
 def x64():
     """Run the test with float64 enabled in JAX (the oracles computed in float64)."""

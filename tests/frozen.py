@@ -3,6 +3,7 @@ tools/make_*_fixtures.py script): load the fixture, load its script without torc
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -55,3 +56,26 @@ def comparer(framework: str):
     def assert_close_to(ours, theirs, what):
         assert_close(ours, theirs, what, framework)
     return assert_close_to
+
+
+def assert_inputs_are_the_scripts(fx: dict, inputs: dict, dtype_of) -> None:
+    "The fixture's inputs ``in/...`` are exactly the script's `inputs`, each of the dtype `dtype_of(key)` in both."
+    assert sorted(k for k in fx if k.startswith("in/")) == sorted(inputs)
+    for k, v in inputs.items():
+        assert fx[k].dtype == v.dtype == dtype_of(k), k
+        np.testing.assert_array_equal(fx[k], v, err_msg=k)
+
+
+def relax_meta(fixture: Path, mod, repository: str) -> dict:
+    "A Relax fixture's .json, after checking that it names `repository` at the script's revision, with no failure."
+    meta = json.loads(fixture.with_suffix(".json").read_text())
+    assert meta["framework"] == "relax" and meta["revision"] == mod.REVISION and not meta["failed"]
+    assert meta["version"] == f"Relax {repository}@{mod.REVISION}"
+    return meta
+
+
+def case_arrays(fx: dict, case: str, names) -> tuple:
+    "The fixture's inputs ``in/<case>/<name>`` for `names`, as JAX arrays of their stored dtype."
+    import jax.numpy as jnp
+
+    return tuple(jnp.asarray(fx[f"in/{case}/{n}"]) for n in names)

@@ -65,7 +65,7 @@ import numpy as np
 import pytest
 
 import dew_rl as rl
-from frozen import close, comparer, load_script, npz_fixture
+from frozen import assert_inputs_are_the_scripts, close, comparer, load_script, npz_fixture, relax_meta
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "advantages_relax.npz"
@@ -185,19 +185,13 @@ def ours_rpp(fx, beta, gamma, sign=1.0):
 
 # ------------------------------------------------------------------ the fixture itself
 def test_stored_inputs_are_the_scripts(fx):
-    inputs = _load_script().make_inputs()
-    assert sorted(k for k in fx if k.startswith("in/")) == sorted(inputs)
-    for k, v in inputs.items():
-        want = np.int32 if k.endswith(("/group", "/lengths")) else np.float32
-        assert fx[k].dtype == v.dtype == want, k
-        np.testing.assert_array_equal(fx[k], v, err_msg=k)
+    assert_inputs_are_the_scripts(fx, _load_script().make_inputs(),
+                                  lambda k: np.int32 if k.endswith(("/group", "/lengths")) else np.float32)
 
 
 def test_json_describes_every_output(fx):
-    meta = json.loads(FIXTURE.with_suffix(".json").read_text())
     mod = _load_script()
-    assert meta["framework"] == "relax" and meta["revision"] == mod.REVISION and not meta["failed"]
-    assert meta["version"] == f"Relax redai-infra/Relax@{mod.REVISION}"
+    meta = relax_meta(FIXTURE, mod, "redai-infra/Relax")
     assert list(meta["files"]) == ["numerics", "ppo_utils", "rewards", "advantages"]
     for name, spec in mod.FILES.items():
         assert meta["files"][name] == {k: spec[k] for k in ("repository", "revision", "path", "chars")}

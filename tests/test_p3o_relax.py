@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 import dew_rl as rl
-from frozen import close, comparer, load_script, npz_fixture
+from frozen import assert_inputs_are_the_scripts, close, comparer, load_script, npz_fixture, relax_meta
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "p3o_relax.npz"
@@ -68,18 +68,12 @@ def relax(fx, case, kind, mode=None):
 
 # ------------------------------------------------------------------ the fixture itself
 def test_stored_inputs_are_the_scripts(fx):
-    inputs_ = _load_script().make_inputs()
-    assert sorted(k for k in fx if k.startswith("in/")) == sorted(inputs_)
-    for k, v in inputs_.items():
-        assert fx[k].dtype == np.float32 and v.dtype == np.float32, k
-        np.testing.assert_array_equal(fx[k], v, err_msg=k)
+    assert_inputs_are_the_scripts(fx, _load_script().make_inputs(), lambda k: np.float32)
 
 
 def test_json_describes_every_output(fx):
-    meta = json.loads(FIXTURE.with_suffix(".json").read_text())
     mod = _load_script()
-    assert meta["framework"] == "relax" and meta["revision"] == mod.REVISION and not meta["failed"]
-    assert meta["version"] == f"Relax redai-infra/Relax@{mod.REVISION}"
+    meta = relax_meta(FIXTURE, mod, "redai-infra/Relax")
     assert meta["file"] == mod.FILE and meta["sha256"] == mod.SHA256
     assert sorted(r["key"] for r in meta["records"]) == sorted(k for k in fx if k.startswith("relax/"))
     kinds = {(r["case"], r["kind"], r["params"].get("mode")) for r in meta["records"]}

@@ -47,7 +47,7 @@ import numpy as np
 import pytest
 
 import dew_rl as rl
-from frozen import close, comparer, load_script, npz_fixture
+from frozen import assert_inputs_are_the_scripts, case_arrays, close, comparer, load_script, npz_fixture, relax_meta
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "ppo2_relax.npz"
@@ -69,7 +69,7 @@ def _load_script():
 
 def tok(fx, case):
     "(log_probs, old_log_probs, advantages, mask) as float32 JAX arrays."
-    return tuple(jnp.asarray(fx[f"in/{case}/{n}"]) for n in ("log_probs", "old_log_probs", "advantages", "mask"))
+    return case_arrays(fx, case, ("log_probs", "old_log_probs", "advantages", "mask"))
 
 
 def pack(fx, case, a):
@@ -131,18 +131,13 @@ def groups(fx):
 
 # ------------------------------------------------------------------ the fixture itself
 def test_stored_inputs_are_the_scripts(fx):
-    inputs = _load_script().make_inputs()
-    assert sorted(k for k in fx if k.startswith("in/")) == sorted(inputs)
-    for k, v in inputs.items():
-        assert fx[k].dtype == v.dtype == (np.int32 if k == "in/r/group" else np.float32), k
-        np.testing.assert_array_equal(fx[k], v, err_msg=k)
+    assert_inputs_are_the_scripts(fx, _load_script().make_inputs(),
+                                  lambda k: np.int32 if k == "in/r/group" else np.float32)
 
 
 def test_json_describes_every_output(fx):
-    meta = json.loads(FIXTURE.with_suffix(".json").read_text())
     mod = _load_script()
-    assert meta["framework"] == "relax" and meta["revision"] == mod.REVISION and not meta["failed"]
-    assert meta["version"] == f"Relax redai-studio/Relax@{mod.REVISION}"
+    meta = relax_meta(FIXTURE, mod, "redai-studio/Relax")
     assert meta["file"] == mod.FILE == "relax/utils/training/ppo_utils.py" and meta["sha256"] == mod.SHA256
     assert meta["definitions"] == list(mod.DEFINITIONS) and len(mod.DEFINITIONS) == 7
     assert sorted(r["key"] for r in meta["records"]) == sorted(k for k in fx if k.startswith("relax/"))

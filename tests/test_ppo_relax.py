@@ -48,7 +48,7 @@ import numpy as np
 import pytest
 
 import dew_rl as rl
-from frozen import close, comparer, load_script, npz_fixture
+from frozen import assert_inputs_are_the_scripts, case_arrays, close, comparer, load_script, npz_fixture, relax_meta
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "ppo_relax.npz"
@@ -72,8 +72,7 @@ def _load_script():
 
 def tok(fx, case):
     "(log_probs, old_log_probs, ref_log_probs, advantages, mask) as float32 JAX arrays."
-    return tuple(jnp.asarray(fx[f"in/{case}/{n}"])
-                 for n in ("log_probs", "old_log_probs", "ref_log_probs", "advantages", "mask"))
+    return case_arrays(fx, case, ("log_probs", "old_log_probs", "ref_log_probs", "advantages", "mask"))
 
 
 def relax(fx, case, kind, **params):
@@ -123,23 +122,18 @@ def rows(fx, a):
 
 
 def gae_in(fx, case):
-    return tuple(jnp.asarray(fx[f"in/{case}/{n}"]) for n in ("rewards", "values", "mask"))
+    return case_arrays(fx, case, ("rewards", "values", "mask"))
 
 
 # ------------------------------------------------------------------ the fixture itself
 def test_stored_inputs_are_the_scripts(fx):
-    inputs = _load_script().make_inputs()
-    assert sorted(k for k in fx if k.startswith("in/")) == sorted(inputs)
-    for k, v in inputs.items():
-        assert fx[k].dtype == v.dtype == (np.int32 if k == "in/o/lengths" else np.float32), k
-        np.testing.assert_array_equal(fx[k], v, err_msg=k)
+    assert_inputs_are_the_scripts(fx, _load_script().make_inputs(),
+                                  lambda k: np.int32 if k == "in/o/lengths" else np.float32)
 
 
 def test_json_describes_every_output(fx):
-    meta = json.loads(FIXTURE.with_suffix(".json").read_text())
     mod = _load_script()
-    assert meta["framework"] == "relax" and meta["revision"] == mod.REVISION and not meta["failed"]
-    assert meta["version"] == f"Relax redai-infra/Relax@{mod.REVISION}"
+    meta = relax_meta(FIXTURE, mod, "redai-infra/Relax")
     assert meta["file"] == mod.FILE and meta["sha256"] == mod.SHA256
     assert sorted(r["key"] for r in meta["records"]) == sorted(k for k in fx if k.startswith("relax/"))
     kinds = {}

@@ -10,19 +10,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax.sharding import Mesh, PartitionSpec as P
+from jax.sharding import PartitionSpec as P
 
 import dew_rl as rl
 from dew_rl.testing import poison, random_mask
 
 NDEV = 4
-
-
-@pytest.fixture(scope="module")
-def mesh():
-    devices = jax.devices()
-    assert len(devices) >= NDEV, f"expected {NDEV} CPU devices from XLA_FLAGS, got {len(devices)}"
-    return Mesh(np.array(devices[:NDEV]), ("dp",))
 
 
 def ref_value(x, m, mode, norm=None):

@@ -1,55 +1,34 @@
-"""`make conformance`: dew_rl against the reference frameworks themselves, on shared inputs.
+"""The general conformance suite (`make conformance`): dew_rl against verl, OpenRLHF, Tunix, rlax and TRL themselves.
 
     python tools/conformance.py            # every framework (creates or reuses tools/refenvs.py's environments)
     python tools/conformance.py verl rlax  # only these (the data file then keeps the others' last results)
 
-What it does:
+What is this suite's own (the running, hashing, merging and comparing are tools/conformance_harness.py's):
 
-1. Draws the shared inputs (`make_inputs`: fixed seed, three shapes, float32, every mask with
-   variable lengths, interior holes and one fully masked row) and writes them to one ``.npz``.
-2. For each framework, runs ``tools/conformance_adapters/<framework>_adapter.py`` in that framework's own
-   interpreter (tools/refenvs.py), which reads the inputs, calls the framework's own functions and
-   writes their outputs (``.npz``) and the settings used (``.json``). No framework code is in this
-   repository; the adapters only call it.
-3. For every framework output, computes dew_rl twice (`dew_rl_side`): configured to the framework's
-   convention, and with dew_rl's own defaults, and records the differences (`compare`).
-4. Writes ``data/conformance.json`` (the table the chapter nbs/06_conformance prints, the
-   counterparts that could not be run and why, and `input_hash`) and ``data/conformance_outputs.npz``
-   (the inputs and the framework outputs, so that tests/test_conformance_data.py can recompute
-   dew_rl's side on every `make test` without any framework installed).
-
-`input_hash` covers everything that determines the framework outputs: this file (input generation,
-seed, the dew_rl side), the adapters, the stubs, and the pins of tools/refenvs.py. A change to any of
-them makes tests/test_conformance_data.py fail until `make conformance` is run again.
+1. The shared inputs (`make_inputs`: fixed seed, three shapes, float32, every mask with variable lengths, interior
+   holes and one fully masked row).
+2. The adapters, tools/conformance_adapters/general/<framework>_adapter.py, each run in that framework's own
+   interpreter (tools/refenvs.py): they read the inputs, call the framework's own functions and record their
+   outputs and the settings used. No framework code is in this repository; the adapters only call it.
+3. dew_rl's side of every framework output (`dew_rl_side`): configured to the framework's convention, and with
+   dew_rl's own defaults (compared at every position).
+4. data/conformance.json (the table the chapter nbs/06_conformance prints) and data/conformance_outputs.npz (the
+   inputs and the framework outputs), which tests/test_conformance.py re-evaluates without any framework installed.
 """
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import json
-import os
-import subprocess
 import sys
-import tempfile
-import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-ADAPTERS = ROOT / "tools" / "conformance_adapters"
-DATA = ROOT / "data" / "conformance.json"
-OUTPUTS = ROOT / "data" / "conformance_outputs.npz"
+from conformance_harness import cases_of, drawn_cases, note_by_param, ragged_mask, run, Suite  # noqa: F401
+
 FRAMEWORKS = ("verl", "openrlhf", "tunix", "rlax", "trl")  # also the order of the chapter's tables
 # Reference frameworks without an adapter: listed as not run, with the reason (none at present).
 NO_ADAPTER: dict[str, dict] = {}
 SEED = 20261201
 # name -> (B rows, T positions, G group size)
 CASES = {"a": (8, 12, 4), "b": (6, 7, 2), "c": (12, 5, 4)}
-# Agreement "to float32 round-off": |ours - theirs| <= ROUNDOFF * max(1, max |theirs|) at every compared position.
-ROUNDOFF = 1e-5
-REL_FLOOR = 1e-3  # the relative difference divides by max(|theirs|, REL_FLOOR * max |theirs|)
-
 
 # --------------------------------------------------------------------------------------------------------
 # 1. Inputs
@@ -57,12 +36,9 @@ REL_FLOOR = 1e-3  # the relative difference divides by max(|theirs|, REL_FLOOR *
 def make_inputs() -> dict[str, np.ndarray]:
     """The shared inputs, ``in/<case>/<name>``; float32 values (int for G)."""
     out = {}
-    for k, (case, (B, T, G)) in enumerate(CASES.items()):
-        rng = np.random.default_rng(SEED + k)
+    for case, (B, T, G), rng in drawn_cases(CASES, SEED):
         f32 = lambda a: np.asarray(a, np.float32)  # noqa: E731
-        lengths = rng.integers(2, T + 1, size=B)
-        lengths[0] = T  # one full row
-        mask = (np.arange(T)[None, :] < lengths[:, None]).astype(np.float32)
+        lengths, mask = ragged_mask(rng, B, T, 2)
         for r in (1, 3):  # interior holes (e.g. observation spans of a multi-turn rollout)
             if lengths[r] >= 3:
                 mask[r, 1] = 0.0
@@ -99,38 +75,8 @@ def make_inputs() -> dict[str, np.ndarray]:
     return out
 
 
-def cases_of(arrays: dict) -> dict[str, dict[str, np.ndarray]]:
-    cases = sorted({k.split("/")[1] for k in arrays if k.startswith("in/")})
-    return {c: {k.split("/", 2)[2]: arrays[k] for k in arrays if k.startswith(f"in/{c}/")} for c in cases}
-
-
 # --------------------------------------------------------------------------------------------------------
-# 2. What decides the framework outputs (the staleness hash)
-# --------------------------------------------------------------------------------------------------------
-def _refenvs():
-    spec = importlib.util.spec_from_file_location("dew_rl_refenvs", ROOT / "tools" / "refenvs.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def hashed_files() -> list[Path]:
-    files = [ROOT / "tools" / "conformance.py"] + sorted(ADAPTERS.glob("*.py")) + \
-        sorted((ROOT / "tools" / "stubs").rglob("*.py"))
-    return files
-
-
-def input_hash() -> str:
-    """sha256 over the driver, the adapters, the stubs (bytes) and the environment pins of tools/refenvs.py."""
-    h = hashlib.sha256()
-    for f in hashed_files():
-        h.update(f.relative_to(ROOT).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
-    h.update(json.dumps(_refenvs().ENVS, sort_keys=True).encode())
-    return h.hexdigest()
-
-
-# --------------------------------------------------------------------------------------------------------
-# 3. dew_rl's side: the same quantity under the framework's convention, and under dew_rl's defaults
+# 2. dew_rl's side: the same quantity under the framework's convention, and under dew_rl's defaults
 # --------------------------------------------------------------------------------------------------------
 def dew_rl_side(framework: str, kind: str, p: dict, x: dict) -> dict:
     """dew_rl's value of a framework output: `conv` (configured to the framework's convention, described
@@ -406,29 +352,6 @@ def dew_rl_side(framework: str, kind: str, p: dict, x: dict) -> dict:
     return r
 
 
-# --------------------------------------------------------------------------------------------------------
-# 4. Differences
-# --------------------------------------------------------------------------------------------------------
-def compare(ours, theirs, where=None) -> dict:
-    """max |ours - theirs|, the max relative difference (to max(|theirs|, REL_FLOOR * max|theirs|)), and
-    positions whose NaN/inf pattern differs, over the compared positions."""
-    o, t = np.broadcast_arrays(np.asarray(ours, np.float64), np.asarray(theirs, np.float64))
-    if where is not None:
-        w = np.broadcast_to(np.asarray(where, bool), o.shape)
-        o, t = o[w], t[w]
-    o, t = o.ravel(), t.ravel()
-    same_special = (np.isnan(o) & np.isnan(t)) | (np.isinf(o) & (o == t))
-    finite = np.isfinite(o) & np.isfinite(t)
-    mismatch = int((~finite & ~same_special).sum())
-    if not finite.any():
-        return dict(max_abs=0.0, max_rel=0.0, special_mismatch=mismatch, scale=0.0, n=int(o.size))
-    d = np.abs(o[finite] - t[finite])
-    scale = float(np.abs(t[finite]).max())
-    rel = d / np.maximum(np.abs(t[finite]), max(REL_FLOOR * scale, 1e-30))
-    return dict(max_abs=float(d.max()), max_rel=float(rel.max()), special_mismatch=mismatch, scale=scale,
-                n=int(o.size))
-
-
 # Differences under the framework's convention that are known and explained in a chapter (still listed as DIFFERS).
 DOCUMENTED = {
     ("verl", "rfpp_advantages", "gamma=0.9"): "dew_rl's REINFORCE++ return counts positions in the exponent (a masked "
@@ -438,122 +361,20 @@ DOCUMENTED = {
 }
 
 
-def note_for(key: str) -> str:
-    fw, _, kind, *params = key.split("/")
-    return next((v for (f, k, p), v in DOCUMENTED.items() if f == fw and k == kind and p in params), "")
+def _compared(rec, side, theirs, x, c) -> dict:
+    where = side["where"]
+    return dict(compared="every position" if where is None else "valid tokens" if rec["framework"] != "tunix"
+                else "where the clamps do not bind")
 
 
-def agrees(c: dict) -> bool:
-    return c["special_mismatch"] == 0 and c["max_abs"] <= ROUNDOFF * max(1.0, c["scale"])
-
-
-def evaluate(records: list[dict], arrays: dict, cases: dict) -> list[dict]:
-    """One row per framework output: dew_rl's side and both differences."""
-    rows = []
-    for rec in records:
-        side = dew_rl_side(rec["framework"], rec["kind"], rec["params"], cases[rec["case"]])
-        theirs = arrays[rec["key"]]
-        c = compare(side["conv"], theirs, side["where"])
-        d = compare(side["default"], theirs)  # the conflict: every position
-        status = ("exact" if c["max_abs"] == 0 and not c["special_mismatch"] else "round-off") if agrees(c) \
-            else "DIFFERS"
-        rows.append(dict(key=rec["key"], framework=rec["framework"], case=rec["case"], kind=rec["kind"],
-                         params=rec["params"], dew_rl=side["function"], framework_function=rec["framework_function"],
-                         framework_settings=rec["settings"], dew_rl_convention=side["convention"],
-                         dew_rl_default=side["default_call"], compared=("valid tokens" if side["where"] is not None
-                                                                         and rec["framework"] != "tunix" else
-                                                                         "every position" if side["where"] is None
-                                                                         else "where the clamps do not bind"),
-                         max_abs=c["max_abs"], max_rel=c["max_rel"], special_mismatch=c["special_mismatch"],
-                         scale=c["scale"], default_max_abs=d["max_abs"], default_max_rel=d["max_rel"],
-                         default_special_mismatch=d["special_mismatch"], status=status,
-                         note=note_for(rec["key"]) if status == "DIFFERS" else ""))
-    return rows
-
-
-# --------------------------------------------------------------------------------------------------------
-# 5. Running the adapters
-# --------------------------------------------------------------------------------------------------------
-def run_adapter(name: str, inputs: Path, work: Path, refenvs) -> dict:
-    t0 = time.time()
-    py = refenvs.build(name)
-    out_npz, out_json = work / f"{name}.npz", work / f"{name}.json"
-    cmd = [str(py), str(ADAPTERS / f"{name}_adapter.py"), str(inputs), str(out_npz), str(out_json)]
-    env = refenvs.env_for(name)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(ADAPTERS)) if p)
-    env.setdefault("JAX_PLATFORMS", "cpu")
-    print(f"[conformance] {name}: running its adapter in {refenvs.ENVS[name]['version']}'s interpreter", flush=True)
-    proc = subprocess.run(cmd, env=env, cwd=str(work), capture_output=True, text=True)
-    if proc.returncode:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
-        raise RuntimeError(f"the {name} adapter failed:\n" + "\n".join(tail))
-    print(proc.stdout.strip(), flush=True)
-    meta = json.loads(out_json.read_text())
-    with np.load(out_npz) as f:
-        meta["arrays"] = {k: f[k] for k in f.files}
-    print(f"[conformance] {name}: {len(meta['records'])} outputs in {time.time() - t0:.0f} s", flush=True)
-    return meta
-
-
-def main(argv: list[str]) -> int:
-    try:
-        import dew_rl  # noqa: F401
-    except ImportError:  # run as `python3 tools/conformance.py`: continue in the project's environment
-        venv = ROOT / ".venv" / "bin" / "python"
-        if venv.exists() and Path(sys.prefix).resolve() != venv.parent.parent.resolve():
-            os.execv(str(venv), [str(venv), __file__, *argv])
-        raise
-    names = [a for a in argv if not a.startswith("-")] or list(FRAMEWORKS)
-    unknown = sorted(set(names) - set(FRAMEWORKS))
-    if unknown:
-        raise SystemExit(f"unknown framework(s) {unknown}; known: {list(FRAMEWORKS)}")
-    t0 = time.time()
-    refenvs = _refenvs()
-    inputs = make_inputs()
-    cases = cases_of(inputs)
-    previous = json.loads(DATA.read_text()) if DATA.exists() else {}
-    old_arrays = {}
-    if OUTPUTS.exists() and len(names) < len(FRAMEWORKS):
-        with np.load(OUTPUTS) as f:
-            old_arrays = {k: f[k] for k in f.files}
-    metas = {}
-    with tempfile.TemporaryDirectory(prefix="dew_rl_conformance_") as tmp:
-        work = Path(tmp)
-        np.savez(work / "inputs.npz", **inputs)
-        for name in names:
-            metas[name] = run_adapter(name, work / "inputs.npz", work, refenvs)
-    arrays = dict(inputs)
-    frameworks, records = {}, []
-    for name in FRAMEWORKS:
-        if name in metas:
-            meta = metas[name]
-            arrays.update(meta.pop("arrays"))
-            records += meta.pop("records")
-            frameworks[name] = meta
-        elif name in previous.get("frameworks", {}):  # kept from the last run (a partial run)
-            frameworks[name] = previous["frameworks"][name]
-            arrays.update({k: v for k, v in old_arrays.items() if k.startswith(f"{name}/")})
-            records += [dict(key=r["key"], framework=name, case=r["case"], kind=r["kind"], params=r["params"],
-                             framework_function=r["framework_function"], settings=r["framework_settings"])
-                        for r in previous["results"] if r["framework"] == name]
-    rows = evaluate(records, arrays, cases)
-    data = dict(
-        about="dew_rl against the reference frameworks' own code; written by tools/conformance.py (make conformance)",
-        input_hash=input_hash(), hashed_files=[f.relative_to(ROOT).as_posix() for f in hashed_files()]
-        + ["tools/refenvs.py:ENVS"], seed=SEED, cases={k: dict(B=v[0], T=v[1], G=v[2]) for k, v in CASES.items()},
-        roundoff=ROUNDOFF, rel_floor=REL_FLOOR, frameworks=frameworks,
-        no_adapter=NO_ADAPTER, results=rows)
-    DATA.parent.mkdir(exist_ok=True)
-    DATA.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
-    np.savez_compressed(OUTPUTS, **arrays)
-    bad = [r for r in rows if r["status"] == "DIFFERS"]
-    print(f"[conformance] {len(rows)} comparisons, {len(bad)} not at round-off under the framework's convention; "
-          f"wrote {DATA.relative_to(ROOT)} and {OUTPUTS.relative_to(ROOT)} ({OUTPUTS.stat().st_size // 1024} KiB) "
-          f"in {time.time() - t0:.0f} s")
-    for r in bad:
-        print(f"  DIFFERS {r['key']}: max abs {r['max_abs']:.3g} (scale {r['scale']:.3g})")
-    return 0
-
+SUITE = Suite(
+    "general", "conformance", FRAMEWORKS, make_inputs,
+    side=lambda rec, x: dew_rl_side(rec["framework"], rec["kind"], rec["params"], x),
+    about="dew_rl against the reference frameworks' own code", note=lambda rec: note_by_param(DOCUMENTED, rec["key"]), extra=_compared,
+    header=lambda ctx: dict(seed=SEED, cases={k: dict(B=v[0], T=v[1], G=v[2]) for k, v in CASES.items()},
+                            no_adapter=NO_ADAPTER),
+    stubs=("openrlhf_lite.py", "tunix_lite.py", "ray_only/ray/__init__.py"), env=dict(JAX_PLATFORMS="cpu"),
+    log="conformance")
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run("conformance", sys.argv[1:]))

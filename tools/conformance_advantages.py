@@ -1,11 +1,10 @@
-"""`make conformance` for the advantage frontier: dew_rl's reward-scaling and per-token-baseline estimators against
-the frameworks that ship them.
+"""The advantage-frontier conformance suite: dew_rl's reward-scaling and per-token-baseline estimators against the
+frameworks that ship them.
 
     python tools/conformance_advantages.py                 # every framework with an environment (tools/refenvs.py)
     python tools/conformance_advantages.py verl areal      # only these (the data file keeps the others' last results)
 
-The pieces are tools/conformance.py's (`compare`, `agrees`, the `Recorder` of tools/conformance_adapters/_common.py,
-the environments of tools/refenvs.py); the adapters of this family live in tools/conformance_adapters/advantages/.
+What is this suite's own (the running, hashing, merging and comparing are tools/conformance_harness.py's):
 
 1. `make_inputs`: three cases (fixed seed, float32). "c": 12 rows in contiguous groups of 4 (a graded group, one
    correct answer of four, a tied group), right-padded masks; "i": 10 rows grouped by shuffled prompt ids, ragged,
@@ -13,48 +12,28 @@ the environments of tools/refenvs.py); the adapters of this family live in tools
    outcome rewards, three reward components (GDPO), token rewards (the outcome on the last kept token plus a small
    per-token shaping), greedy-baseline rewards (ReMax), old log-probs with the exact sum_v pi_v^2 of the same
    softmax (OTB), truncated IS weights, and critic values (GAE).
-2. verl 0.9.1, TRL 1.16.0 and AReaL 1.0.4 run live in their own interpreters (adapters). NeMo-RL is not on the package
-   index: tools/make_nemo_rl_advantage_fixtures.py runs its estimators from a source checkout of
-   NVIDIA-NeMo/RL@7ea279abfbeb once, and its outputs are frozen in tests/fixtures/advantages_nemo_rl.npz (with the
-   revision in the .json next to it); the driver reads them from there.
+2. verl 0.9.1, TRL 1.16.0 and AReaL 1.0.4 run live in their own interpreters (tools/conformance_adapters/advantages/).
+   NeMo-RL is not on the package index: tools/make_nemo_rl_advantage_fixtures.py runs its estimators from a source
+   checkout of NVIDIA-NeMo/RL@7ea279abfbeb once, and its outputs are frozen in tests/fixtures/advantages_nemo_rl.npz
+   (with the revision in the .json next to it); the suite reads them from there.
 3. dew_rl's side of every record (`dew_rl_side`): the call that reproduces the framework's convention, and dew_rl's
    own default, compared at the positions the framework's output is defined on.
-4. data/conformance_advantages.json (the tables chapters 02f and 02g print) and data/conformance_advantages_outputs.npz
-   (the inputs and every framework output, so that tests/test_conformance_advantages.py recomputes dew_rl's side
-   without any framework installed).
+4. data/conformance_advantages.json (the tables chapters 02f and 02g print) and data/conformance_advantages_outputs.npz.
 """
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import json
-import os
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
+from conformance_harness import cases_of, compare, frozen_fixture, run, Suite  # noqa: F401
+
 ROOT = Path(__file__).resolve().parent.parent
-ADAPTERS = ROOT / "tools" / "conformance_adapters" / "advantages"
-DATA = ROOT / "data" / "conformance_advantages.json"
-OUTPUTS = ROOT / "data" / "conformance_advantages_outputs.npz"
 NEMO_FIXTURE = ROOT / "tests" / "fixtures" / "advantages_nemo_rl.npz"
 FRAMEWORKS = ("verl", "trl", "areal")  # run live; "nemo_rl" comes from its frozen fixture
 SEED = 20261202
 V = 5  # the vocabulary of the softmax whose sum_v pi_v^2 the OTB inputs hold
-
-
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-conf = _load("dew_rl_conformance_driver", ROOT / "tools" / "conformance.py")  # compare, agrees, ROUNDOFF, _refenvs
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -102,28 +81,8 @@ def make_inputs() -> dict[str, np.ndarray]:
     return out
 
 
-cases_of = conf.cases_of
-
-
 # --------------------------------------------------------------------------------------------------------
-# 2. The staleness hash
-# --------------------------------------------------------------------------------------------------------
-def hashed_files() -> list[Path]:
-    return [ROOT / "tools" / "conformance_advantages.py", ADAPTERS.parent / "_common.py"] + \
-        sorted(ADAPTERS.glob("*.py")) + sorted((ROOT / "tools" / "stubs").rglob("*.py")) + \
-        [ROOT / "tools" / "make_nemo_rl_advantage_fixtures.py"]
-
-
-def input_hash() -> str:
-    h = hashlib.sha256()
-    for f in hashed_files():
-        h.update(f.relative_to(ROOT).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
-    h.update(json.dumps({k: v for k, v in conf._refenvs().ENVS.items() if k in FRAMEWORKS}, sort_keys=True).encode())
-    return h.hexdigest()
-
-
-# --------------------------------------------------------------------------------------------------------
-# 3. dew_rl's side
+# 2. dew_rl's side
 # --------------------------------------------------------------------------------------------------------
 def _group(x):
     "dew_rl's `group`: the static G of a contiguous case, else the prompt ids."
@@ -246,110 +205,20 @@ def note_for(rec: dict) -> str:
     return DOCUMENTED.get((rec["framework"], rec["kind"], rec["case"]), "")
 
 
-def evaluate(records: list[dict], arrays: dict, cases: dict) -> list[dict]:
-    rows = []
-    for rec in records:
-        side = dew_rl_side(rec["framework"], rec["kind"], rec["params"], cases[rec["case"]])
-        theirs = arrays[rec["key"]]
-        c = conf.compare(side["conv"], theirs, side["where"])
-        d = conf.compare(side["default"], theirs, side["where"])
-        x = cases[rec["case"]]
-        alone = np.array([(x["ids"] == u).sum() == 1 for u in x["ids"]])  # the rows of a group of one
-        o = conf.compare(side["conv"], theirs, side["where"] & ~alone[:, None]) if alone.any() else c
-        status = ("exact" if c["max_abs"] == 0 and not c["special_mismatch"] else "round-off") if conf.agrees(c) \
-            else "DIFFERS"
-        rows.append(dict(key=rec["key"], framework=rec["framework"], case=rec["case"], kind=rec["kind"],
-                         params=rec["params"], dew_rl=side["function"], framework_function=rec["framework_function"],
-                         framework_settings=rec["settings"], dew_rl_convention=side["convention"],
-                         dew_rl_default=side["default_call"], max_abs=c["max_abs"], max_rel=c["max_rel"],
-                         special_mismatch=c["special_mismatch"], scale=c["scale"], default_max_abs=d["max_abs"],
-                         max_abs_outside_groups_of_one=o["max_abs"],
-                         status=status, note=note_for(rec) if status == "DIFFERS" else ""))
-    return rows
+def _outside_groups_of_one(rec, side, theirs, x, c) -> dict:
+    alone = np.array([(x["ids"] == u).sum() == 1 for u in x["ids"]])  # the rows of a group of one
+    o = compare(side["conv"], theirs, side["where"] & ~alone[:, None]) if alone.any() else c
+    return dict(max_abs_outside_groups_of_one=o["max_abs"])
 
 
-# --------------------------------------------------------------------------------------------------------
-# 4. Running the adapters, reading the NeMo-RL fixture
-# --------------------------------------------------------------------------------------------------------
-def run_adapter(name: str, inputs: Path, work: Path, refenvs) -> dict:
-    t0 = time.time()
-    py = refenvs.build(name)
-    out_npz, out_json = work / f"{name}.npz", work / f"{name}.json"
-    env = refenvs.env_for(name)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(ADAPTERS.parent)) if p)
-    env["TORCHDYNAMO_DISABLE"] = "1"
-    proc = subprocess.run([str(py), str(ADAPTERS / f"{name}_adapter.py"), str(inputs), str(out_npz), str(out_json)],
-                          env=env, cwd=str(work), capture_output=True, text=True)
-    if proc.returncode:
-        raise RuntimeError(f"the {name} adapter failed:\n" + "\n".join((proc.stderr or proc.stdout).splitlines()[-15:]))
-    print(proc.stdout.strip(), flush=True)
-    meta = json.loads(out_json.read_text())
-    with np.load(out_npz) as f:
-        meta["arrays"] = {k: f[k] for k in f.files}
-    print(f"[advantages] {name}: {len(meta['records'])} outputs in {time.time() - t0:.0f} s", flush=True)
-    return meta
-
-
-def nemo_fixture(inputs: dict) -> dict:
-    "The frozen NeMo-RL outputs, if they were made from these very inputs (else an error: rerun the fixture script)."
-    meta = json.loads(NEMO_FIXTURE.with_suffix(".json").read_text())
-    with np.load(NEMO_FIXTURE) as f:
-        arrays = {k: f[k] for k in f.files}
-    for k, v in inputs.items():
-        if not np.array_equal(arrays.get(k), v):
-            raise SystemExit(f"{NEMO_FIXTURE.name} was made from other inputs ({k}); run "
-                             "tools/make_nemo_rl_advantage_fixtures.py")
-    meta["arrays"] = {k: v for k, v in arrays.items() if k.startswith("nemo_rl/")}
-    return meta
-
-
-def main(argv: list[str]) -> int:
-    names = [a for a in argv if not a.startswith("-")] or list(FRAMEWORKS)
-    t0 = time.time()
-    refenvs = conf._refenvs()
-    inputs = make_inputs()
-    cases = cases_of(inputs)
-    previous = json.loads(DATA.read_text()) if DATA.exists() else {}
-    old_arrays = {}
-    if OUTPUTS.exists():
-        with np.load(OUTPUTS) as f:
-            old_arrays = {k: f[k] for k in f.files}
-    metas = {}
-    with tempfile.TemporaryDirectory(prefix="dew_rl_advantages_") as tmp:
-        work = Path(tmp)
-        np.savez(work / "inputs.npz", **inputs)
-        for name in names:
-            metas[name] = run_adapter(name, work / "inputs.npz", work, refenvs)
-    metas["nemo_rl"] = nemo_fixture(inputs)
-    arrays = dict(inputs)
-    frameworks, records = {}, []
-    for name in FRAMEWORKS + ("nemo_rl",):
-        if name in metas:
-            meta = metas[name]
-            arrays.update(meta.pop("arrays"))
-            records += meta.pop("records")
-            frameworks[name] = meta
-        elif name in previous.get("frameworks", {}):
-            frameworks[name] = previous["frameworks"][name]
-            arrays.update({k: v for k, v in old_arrays.items() if k.startswith(f"{name}/")})
-            records += [dict(key=r["key"], framework=name, case=r["case"], kind=r["kind"], params=r["params"],
-                             framework_function=r["framework_function"], settings=r["framework_settings"])
-                        for r in previous["results"] if r["framework"] == name]
-    rows = evaluate(records, arrays, cases)
-    data = dict(about="dew_rl's advantage frontier against the frameworks' own code; written by "
-                "tools/conformance_advantages.py", input_hash=input_hash(),
-                hashed_files=[f.relative_to(ROOT).as_posix() for f in hashed_files()], seed=SEED,
-                roundoff=conf.ROUNDOFF, frameworks=frameworks, results=rows)
-    DATA.parent.mkdir(exist_ok=True)
-    DATA.write_text(json.dumps(data, indent=1) + "\n")
-    np.savez_compressed(OUTPUTS, **arrays)
-    bad = [r for r in rows if r["status"] == "DIFFERS"]
-    print(f"[advantages] {len(rows)} comparisons, {len(bad)} not at round-off under the framework's convention "
-          f"in {time.time() - t0:.0f} s")
-    for r in bad:
-        print(f"  DIFFERS {r['key']}: max abs {r['max_abs']:.3g} (scale {r['scale']:.3g}){'' if r['note'] else '  NO NOTE'}")
-    return 0
-
+SUITE = Suite(
+    "advantages", "conformance_advantages", FRAMEWORKS, make_inputs,
+    side=lambda rec, x: dew_rl_side(rec["framework"], rec["kind"], rec["params"], x),
+    about="dew_rl's advantage frontier against the frameworks' own code", note=note_for, extra=_outside_groups_of_one,
+    header=lambda ctx: dict(seed=SEED), default_where=True,
+    frozen=lambda inputs: frozen_fixture(NEMO_FIXTURE, "nemo_rl", inputs, "tools/make_nemo_rl_advantage_fixtures.py"),
+    frozen_names=("nemo_rl",), fixtures=("tests/fixtures/advantages_nemo_rl.npz", "tests/fixtures/advantages_nemo_rl.json"),
+    env=dict(TORCHDYNAMO_DISABLE="1"), log="advantages")
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run("conformance_advantages", sys.argv[1:]))

@@ -4,8 +4,7 @@
     python tools/conformance_distill.py verl       # only verl live; the others keep their last results
     python tools/conformance_distill.py --no-live  # re-evaluate the stored outputs (after a change on dew_rl's side)
 
-What it does, with the pieces of tools/conformance.py (imported by path: `compare`, `agrees`, the
-round-off rule, the reference environments) and the `Recorder` of tools/conformance_adapters/_common.py:
+What is this suite's own (the running, hashing, merging and comparing are tools/conformance_harness.py's):
 
 1. Draws the shared inputs (`make_inputs`: fixed seed, two cases of [B, T] = [3, 5] positions over a
    vocabulary of 37, the student's logits as hidden @ weight, a teacher's, the teacher's top-6, sampled
@@ -20,45 +19,27 @@ round-off rule, the reference environments) and the `Recorder` of tools/conforma
    convention, and with dew_rl's defaults; records both differences.
 5. Writes data/conformance_distill.json (the rows the chapters nbs/03p_distillation and nbs/03h_logits
    print) and data/conformance_distill_outputs.npz (inputs and framework outputs), so that
-   tests/test_conformance_distill.py recomputes dew_rl's side without any framework installed.
+   tests/test_conformance.py recomputes dew_rl's side without any framework installed.
 """
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import json
-import os
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
+from conformance_harness import cases_of, check_fixture_inputs, load_npz, note_by_param, run, Suite  # noqa: F401
+
 ROOT = Path(__file__).resolve().parent.parent
-ADAPTERS = ROOT / "tools" / "conformance_adapters"
-DATA = ROOT / "data" / "conformance_distill.json"
-OUTPUTS = ROOT / "data" / "conformance_distill_outputs.npz"
 FIXTURE = ROOT / "tests" / "fixtures" / "distill_frameworks.npz"
 FIXTURE_META = ROOT / "tests" / "fixtures" / "distill_frameworks.json"
-# framework (its tools/refenvs.py environment) -> adapter; in a folder of their own, outside the hash of tools/conformance.py
-LIVE = {"verl": "distill/verl_adapter.py", "trl": "distill/trl_adapter.py"}
+LIVE = ("verl", "trl")  # run live (tools/conformance_adapters/distill/)
 FROZEN = ("nemo_rl", "slime")
 FRAMEWORKS = ("verl", "trl", "nemo_rl", "slime")
 SEED = 20261215
 CASES = {"a": dict(B=3, T=5, V=37, K=6, D=8, Dt=6, offset=0.0), "b": dict(B=3, T=5, V=37, K=6, D=8, Dt=6, offset=1e4)}
 TOP_P = 0.8  # the nucleus the sampler's support is drawn with (case inputs `support`)
-
-
-def _conformance():
-    spec = importlib.util.spec_from_file_location("dew_rl_conformance_driver", ROOT / "tools" / "conformance.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-conf = _conformance()
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -120,28 +101,8 @@ def make_inputs() -> dict[str, np.ndarray]:
     return out
 
 
-def cases_of(arrays: dict) -> dict[str, dict[str, np.ndarray]]:
-    return conf.cases_of(arrays)
-
-
 # --------------------------------------------------------------------------------------------------------
-# 2. What decides the framework outputs
-# --------------------------------------------------------------------------------------------------------
-def hashed_files() -> list[Path]:
-    return [ROOT / "tools" / "conformance_distill.py"] + [ADAPTERS / a for a in LIVE.values()] + \
-        [ADAPTERS / "_common.py", ROOT / "tools" / "make_distill_fixtures.py"]
-
-
-def input_hash() -> str:
-    h = hashlib.sha256()
-    for f in hashed_files():
-        h.update(f.relative_to(ROOT).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
-    h.update(json.dumps({k: conf._refenvs().ENVS[k] for k in LIVE}, sort_keys=True).encode())
-    return h.hexdigest()
-
-
-# --------------------------------------------------------------------------------------------------------
-# 3. dew_rl's side
+# 2. dew_rl's side
 # --------------------------------------------------------------------------------------------------------
 def dew_rl_side(framework: str, kind: str, p: dict, x: dict) -> dict:
     """dew_rl's value of a framework output: `conv` under the framework's convention (`convention`), `default`
@@ -354,122 +315,26 @@ DOCUMENTED = {
 }
 
 
-def note_for(key: str) -> str:
-    fw, case, kind, *params = key.split("/")
-    for (f, k, prm), v in DOCUMENTED.items():
-        if f == fw and k == kind and (prm in params or prm == f"case={case}"):
-            return v
-    return ""
-
-
-def evaluate(records: list[dict], arrays: dict, cases: dict) -> list[dict]:
-    rows = []
-    for rec in records:
-        side = dew_rl_side(rec["framework"], rec["kind"], rec["params"], cases[rec["case"]])
-        theirs = arrays[rec["key"]]
-        c = conf.compare(side["conv"], theirs, side["where"])
-        d = conf.compare(side["default"], theirs)
-        status = ("exact" if c["max_abs"] == 0 and not c["special_mismatch"] else "round-off") if conf.agrees(c) else "DIFFERS"
-        rows.append(dict(key=rec["key"], framework=rec["framework"], case=rec["case"], kind=rec["kind"], params=rec["params"],
-                         dew_rl=side["function"], framework_function=rec["framework_function"],
-                         framework_settings=rec["settings"], dew_rl_convention=side["convention"],
-                         dew_rl_default=side["default_call"],
-                         compared="every position" if side["where"] is None else "where marked in the convention",
-                         max_abs=c["max_abs"], max_rel=c["max_rel"], special_mismatch=c["special_mismatch"], scale=c["scale"],
-                         default_max_abs=d["max_abs"], default_max_rel=d["max_rel"],
-                         default_special_mismatch=d["special_mismatch"], status=status,
-                         note=note_for(rec["key"]) if status == "DIFFERS" else ""))
-    return rows
-
-
-# --------------------------------------------------------------------------------------------------------
-# 4. Running
-# --------------------------------------------------------------------------------------------------------
-def run_live(name: str, inputs: Path, work: Path, refenvs) -> dict:
-    t0 = time.time()
-    py = refenvs.build(name)
-    out_npz, out_json = work / f"{name}.npz", work / f"{name}.json"
-    env = refenvs.env_for(name)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(ADAPTERS)) if p)
-    proc = subprocess.run([str(py), str(ADAPTERS / LIVE[name]), str(inputs), str(out_npz), str(out_json)], env=env,
-                          cwd=str(work), capture_output=True, text=True)
-    if proc.returncode:
-        raise RuntimeError(f"the {name} adapter failed:\n" + "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-20:]))
-    meta = json.loads(out_json.read_text())
-    with np.load(out_npz) as f:
-        meta["arrays"] = {k: f[k] for k in f.files}
-    print(f"[conformance_distill] {name}: {len(meta['records'])} outputs in {time.time() - t0:.0f} s", flush=True)
-    return meta
-
-
-def frozen(name: str, inputs: dict) -> dict:
-    "NeMo-RL's or slime's outputs from the fixture, after checking that they were computed from these inputs."
+def frozen(inputs: dict) -> tuple[list, dict, dict]:
+    "NeMo-RL's and slime's outputs from the fixture, after checking that they were computed from these inputs."
     meta = json.loads(FIXTURE_META.read_text())
-    with np.load(FIXTURE) as f:
-        arrays = {k: f[k] for k in f.files}
-    for k, v in inputs.items():
-        np.testing.assert_array_equal(arrays[k], v, err_msg=f"{FIXTURE.name} was made from other inputs: run "
-                                                            "tools/make_distill_fixtures.py")
-    m = meta["frameworks"][name]
-    m["arrays"] = {k: v for k, v in arrays.items() if k.startswith(f"{name}/")}
-    m["records"] = [r for r in meta["records"] if r["framework"] == name]
-    return m
+    arrays = load_npz(FIXTURE)
+    check_fixture_inputs(FIXTURE, arrays, inputs, script="tools/make_distill_fixtures.py")
+    records = [r for r in meta["records"] if r["framework"] in FROZEN]
+    return records, {k: v for k, v in arrays.items() if k.split("/")[0] in FROZEN}, \
+        {name: meta["frameworks"][name] for name in FROZEN}
 
 
-def main(argv: list[str]) -> int:
-    try:
-        import dew_rl  # noqa: F401
-    except ImportError:
-        venv = ROOT / ".venv" / "bin" / "python"
-        if venv.exists() and Path(sys.prefix).resolve() != venv.parent.parent.resolve():
-            os.execv(str(venv), [str(venv), __file__, *argv])
-        raise
-    names = [] if "--no-live" in argv else [a for a in argv if not a.startswith("-")] or list(LIVE)
-    t0 = time.time()
-    refenvs = conf._refenvs()
-    inputs = make_inputs()
-    cases = cases_of(inputs)
-    previous = json.loads(DATA.read_text()) if DATA.exists() else {}
-    old_arrays = {}
-    if OUTPUTS.exists():
-        with np.load(OUTPUTS) as f:
-            old_arrays = {k: f[k] for k in f.files}
-    metas = {}
-    with tempfile.TemporaryDirectory(prefix="dew_rl_conformance_distill_") as tmp:
-        work = Path(tmp)
-        np.savez(work / "inputs.npz", **inputs)
-        for name in names:
-            metas[name] = run_live(name, work / "inputs.npz", work, refenvs)
-    for name in FROZEN:
-        metas[name] = frozen(name, inputs)
-    arrays, frameworks, records = dict(inputs), {}, []
-    for name in FRAMEWORKS:
-        if name in metas:
-            meta = metas[name]
-            arrays.update(meta.pop("arrays"))
-            records += meta.pop("records")
-            frameworks[name] = meta
-        elif name in previous.get("frameworks", {}):
-            frameworks[name] = previous["frameworks"][name]
-            arrays.update({k: v for k, v in old_arrays.items() if k.startswith(f"{name}/")})
-            records += [dict(key=r["key"], framework=name, case=r["case"], kind=r["kind"], params=r["params"],
-                             framework_function=r["framework_function"], settings=r["framework_settings"])
-                        for r in previous["results"] if r["framework"] == name]
-    rows = evaluate(records, arrays, cases)
-    data = dict(about="dew_rl's distillation and logit-level functions against verl, TRL, NeMo-RL and slime; written by "
-                      "tools/conformance_distill.py",
-                input_hash=input_hash(), hashed_files=[f.relative_to(ROOT).as_posix() for f in hashed_files()],
-                seed=SEED, cases=CASES, roundoff=conf.ROUNDOFF, frameworks=frameworks, results=rows)
-    DATA.parent.mkdir(exist_ok=True)
-    DATA.write_text(json.dumps(data, indent=1) + "\n")
-    np.savez_compressed(OUTPUTS, **arrays)
-    bad = [r for r in rows if r["status"] == "DIFFERS"]
-    print(f"[conformance_distill] {len(rows)} comparisons, {len(bad)} not at round-off under the framework's convention; "
-          f"wrote {DATA.relative_to(ROOT)} in {time.time() - t0:.0f} s")
-    for r in bad:
-        print(f"  DIFFERS {r['key']}: max abs {r['max_abs']:.3g} (scale {r['scale']:.3g}) {r['note'][:80]}")
-    return 0
-
+SUITE = Suite(
+    "distill", "conformance_distill", LIVE, make_inputs,
+    side=lambda rec, x: dew_rl_side(rec["framework"], rec["kind"], rec["params"], x),
+    about="dew_rl's distillation and logit-level functions against verl, TRL, NeMo-RL and slime",
+    note=lambda rec: note_by_param(DOCUMENTED, rec["key"]),
+    extra=lambda rec, side, theirs, x, c: dict(compared="every position" if side["where"] is None
+                                               else "where marked in the convention"),
+    header=lambda ctx: dict(seed=SEED, cases=CASES), frozen=frozen, frozen_names=FROZEN,
+    fixtures=("tests/fixtures/distill_frameworks.npz", "tests/fixtures/distill_frameworks.json"),
+    log="conformance_distill")
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run("conformance_distill", sys.argv[1:]))

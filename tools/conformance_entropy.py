@@ -13,45 +13,23 @@ Compared, on inputs drawn here with a fixed seed (float32):
 * TRL's adaptive entropy coefficient and entropy bonus (`_compute_loss`, `use_adaptive_entropy=True`) over
   several optimizer steps of two micro-batches, against `entropy_control_update` / `entropy_bonus_coef`.
 
-It reuses tools/conformance.py's pieces (`compare`, `ROUNDOFF`, the environments) and the Recorder of the
-adapters, writes data/conformance_entropy.json (read by the chapters 03b_kl and 03k_entropy) and
-data/conformance_entropy_outputs.npz (inputs and framework outputs), which tests/test_conformance_entropy.py
-uses to recompute dew_rl's side without any framework installed. `input_hash` covers this file, its two
-adapters (tools/conformance_adapters/entropy/, a folder of its own so that tools/conformance.py's hash
-does not cover them), tools/conformance_adapters/_common.py and the pins of tools/refenvs.py.
+The running, hashing, merging and comparing are tools/conformance_harness.py's; the adapters are in
+tools/conformance_adapters/entropy/. The suite writes data/conformance_entropy.json (read by the chapters 03b_kl and
+03k_entropy) and data/conformance_entropy_outputs.npz (inputs and framework outputs), which tests/test_conformance.py
+uses to recompute dew_rl's side without any framework installed.
 """
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import json
-import os
-import subprocess
 import sys
-import tempfile
-import time
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-ADAPTERS = ROOT / "tools" / "conformance_adapters"
-DATA = ROOT / "data" / "conformance_entropy.json"
-OUTPUTS = ROOT / "data" / "conformance_entropy_outputs.npz"
+from conformance_harness import cases_of, drawn_cases, ragged_mask, run, Suite  # noqa: F401
+
 FRAMEWORKS = ("verl", "trl")
 SEED = 20261219
 # name -> (B rows, T positions, R simulated data-parallel ranks for the entropy mask)
 CASES = {"a": (8, 12, 4), "b": (6, 7, 2), "c": (12, 5, 3)}
-
-
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-conf = _load("dew_rl_conformance_driver", ROOT / "tools" / "conformance.py")
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -59,11 +37,8 @@ conf = _load("dew_rl_conformance_driver", ROOT / "tools" / "conformance.py")
 # --------------------------------------------------------------------------------------------------------
 def make_inputs() -> dict[str, np.ndarray]:
     out = {}
-    for k, (case, (B, T, R)) in enumerate(CASES.items()):
-        rng = np.random.default_rng(SEED + k)
-        lengths = rng.integers(1, T + 1, size=B)
-        lengths[0] = T
-        mask = (np.arange(T)[None, :] < lengths[:, None]).astype(np.float32)
+    for case, (B, T, R), rng in drawn_cases(CASES, SEED):
+        lengths, mask = ragged_mask(rng, B, T, 1)
         rows = B // R
         mask[rows:2 * rows] = 0.0  # the second rank holds no valid token
         last = np.where(mask.sum(1) > 0, T - 1 - np.argmax(mask[:, ::-1], axis=1), 0)
@@ -91,19 +66,6 @@ def make_inputs() -> dict[str, np.ndarray]:
             out.update({f"in/{case}/ctl_H": ctl_H.astype(np.float32), f"in/{case}/ctl_mask": ctl_mask,
                         f"in/{case}/ctl_steps": np.array(steps, np.int64), f"in/{case}/ctl_accum": np.array(accum, np.int64)})
     return out
-
-
-def input_hash() -> str:
-    h = hashlib.sha256()
-    for f in hashed_files():
-        h.update(f.relative_to(ROOT).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
-    h.update(json.dumps({k: v for k, v in conf._refenvs().ENVS.items() if k in FRAMEWORKS}, sort_keys=True).encode())
-    return h.hexdigest()
-
-
-def hashed_files() -> list[Path]:
-    return [ROOT / "tools" / "conformance_entropy.py", ADAPTERS / "_common.py",
-            ADAPTERS / "entropy" / "trl_adapter.py", ADAPTERS / "entropy" / "verl_adapter.py"]
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -171,93 +133,12 @@ def dew_rl_side(framework: str, kind: str, p: dict, x: dict) -> dict:
     return r
 
 
-def evaluate(records, arrays, cases):
-    rows = []
-    for rec in records:
-        side = dew_rl_side(rec["framework"], rec["kind"], rec["params"], cases[rec["case"]])
-        theirs = arrays[rec["key"]]
-        c = conf.compare(side["conv"], theirs, side["where"])
-        exact = c["max_abs"] == 0 and not c["special_mismatch"]
-        status = "exact" if exact else ("round-off" if conf.agrees(c) else "DIFFERS")
-        rows.append(dict(key=rec["key"], framework=rec["framework"], case=rec["case"], kind=rec["kind"],
-                         params=rec["params"], dew_rl=side["function"], framework_function=rec["framework_function"],
-                         framework_settings=rec["settings"], dew_rl_convention=side["convention"],
-                         max_abs=c["max_abs"], max_rel=c["max_rel"], special_mismatch=c["special_mismatch"],
-                         scale=c["scale"], n=c["n"], status=status))
-    return rows
-
-
-# --------------------------------------------------------------------------------------------------------
-# 3. Running the adapters
-# --------------------------------------------------------------------------------------------------------
-def run_adapter(name, inputs, work, refenvs) -> dict:
-    t0 = time.time()
-    py = refenvs.build(name)
-    out_npz, out_json = work / f"{name}.npz", work / f"{name}.json"
-    cmd = [str(py), str(ADAPTERS / "entropy" / f"{name}_adapter.py"), str(inputs), str(out_npz), str(out_json)]
-    env = refenvs.env_for(name)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(ADAPTERS)) if p)
-    proc = subprocess.run(cmd, env=env, cwd=str(work), capture_output=True, text=True)
-    if proc.returncode:
-        raise RuntimeError(f"the {name} entropy adapter failed:\n" + "\n".join((proc.stderr or proc.stdout).splitlines()[-15:]))
-    print(proc.stdout.strip(), flush=True)
-    meta = json.loads(out_json.read_text())
-    with np.load(out_npz) as f:
-        meta["arrays"] = {k: f[k] for k in f.files}
-    print(f"[conformance_entropy] {name}: {len(meta['records'])} outputs in {time.time() - t0:.0f} s", flush=True)
-    return meta
-
-
-def main(argv: list[str]) -> int:
-    try:
-        import dew_rl  # noqa: F401
-    except ImportError:
-        venv = ROOT / ".venv" / "bin" / "python"
-        if venv.exists() and Path(sys.prefix).resolve() != venv.parent.parent.resolve():
-            os.execv(str(venv), [str(venv), __file__, *argv])
-        raise
-    names = [a for a in argv if not a.startswith("-")] or list(FRAMEWORKS)
-    refenvs = conf._refenvs()
-    inputs = make_inputs()
-    cases = conf.cases_of(inputs)
-    previous = json.loads(DATA.read_text()) if DATA.exists() else {}
-    old_arrays = {}
-    if OUTPUTS.exists():
-        with np.load(OUTPUTS) as f:
-            old_arrays = {k: f[k] for k in f.files}
-    metas = {}
-    with tempfile.TemporaryDirectory(prefix="dew_rl_conformance_entropy_") as tmp:
-        work = Path(tmp)
-        np.savez(work / "inputs.npz", **inputs)
-        for name in names:
-            metas[name] = run_adapter(name, work / "inputs.npz", work, refenvs)
-    arrays, frameworks, records = dict(inputs), {}, []
-    for name in FRAMEWORKS:
-        if name in metas:
-            meta = metas[name]
-            arrays.update(meta.pop("arrays"))
-            records += meta.pop("records")
-            frameworks[name] = meta
-        elif name in previous.get("frameworks", {}):
-            frameworks[name] = previous["frameworks"][name]
-            arrays.update({k: v for k, v in old_arrays.items() if k.startswith(f"{name}/")})
-            records += [dict(key=r["key"], framework=name, case=r["case"], kind=r["kind"], params=r["params"],
-                             framework_function=r["framework_function"], settings=r["framework_settings"])
-                        for r in previous["results"] if r["framework"] == name]
-    rows = evaluate(records, arrays, cases)
-    data = dict(about="dew_rl against verl 0.9.1 and TRL 1.16.0 (entropy / KL-placement family); written by "
-                      "tools/conformance_entropy.py", input_hash=input_hash(),
-                hashed_files=[f.relative_to(ROOT).as_posix() for f in hashed_files()] + ["tools/refenvs.py:ENVS"],
-                seed=SEED, cases={k: dict(B=v[0], T=v[1], ranks=v[2]) for k, v in CASES.items()},
-                roundoff=conf.ROUNDOFF, frameworks=frameworks, results=rows)
-    DATA.write_text(json.dumps(data, indent=1) + "\n")
-    np.savez_compressed(OUTPUTS, **arrays)
-    bad = [r for r in rows if r["status"] == "DIFFERS"]
-    print(f"[conformance_entropy] {len(rows)} comparisons, {len(bad)} not at round-off; wrote {DATA.relative_to(ROOT)}")
-    for r in bad:
-        print(f"  DIFFERS {r['key']}: max abs {r['max_abs']:.3g} (scale {r['scale']:.3g})")
-    return 0
-
+SUITE = Suite(
+    "entropy", "conformance_entropy", FRAMEWORKS, make_inputs,
+    side=lambda rec, x: dew_rl_side(rec["framework"], rec["kind"], rec["params"], x),
+    about="dew_rl against verl 0.9.1 and TRL 1.16.0 (entropy / KL-placement family)",
+    header=lambda ctx: dict(seed=SEED, cases={k: dict(B=v[0], T=v[1], ranks=v[2]) for k, v in CASES.items()}),
+    log="conformance_entropy")
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run("conformance_entropy", sys.argv[1:]))

@@ -20,25 +20,20 @@ docstring); on inputs drawn here with a fixed seed (float32):
   the KL term alone (value and gradient), against `kl_coef * aggregate(kl_penalty(...))`; and verl's DAPO group
   filter (`_dapo_filtered_keys` of the v1 replay buffer) against `dynamic_sampling_mask`.
 
-The running, merging and comparing are tools/family_driver.py's (on tools/conformance.py's `compare`,
-`agrees`, `ROUNDOFF` and the environments); the adapters live in tools/conformance_adapters/frontier/, a folder of
-its own so that no other driver's hash covers them. It writes data/conformance_frontier.json (read by the chapters 02b_group_advantage, 02e_reinforce_plus_plus,
-03b_kl and 03i_weighted_policy_gradients) and data/conformance_frontier_outputs.npz (inputs and framework outputs),
-which tests/test_conformance_frontier.py uses to recompute dew_rl's side without any framework installed.
-`input_hash` covers this file, tools/family_driver.py, its adapters, tools/conformance_adapters/_common.py,
-tools/stubs/openrlhf_lite.py and the pins of tools/refenvs.py.
+The running, hashing, merging and comparing are tools/conformance_harness.py's; the adapters live in
+tools/conformance_adapters/frontier/. It writes data/conformance_frontier.json (read by the chapters
+02b_group_advantage, 02e_reinforce_plus_plus, 03b_kl and 03i_weighted_policy_gradients) and
+data/conformance_frontier_outputs.npz (inputs and framework outputs), which tests/test_conformance.py uses to
+recompute dew_rl's side without any framework installed.
 """
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "data" / "conformance_frontier.json"
-OUTPUTS = ROOT / "data" / "conformance_frontier_outputs.npz"
+from conformance_harness import cases_of, run, Suite  # noqa: F401
+
 FRAMEWORKS = ("verl", "trl", "openrlhf", "areal")
 SEED = 20261202
 EOS, PAD = 2, 0
@@ -47,20 +42,6 @@ CASES = {"a": (8, 10, 4, 11, (4, 6)), "b": (6, 7, 3, 7, (3, 8))}
 # (max_response_length, overlong_buffer_len, overlong_penalty_factor) per case: lengths reach into the buffer
 OVERLONG = {"a": ((10, 4, 1.0), (12, 6, 0.5)), "b": ((7, 3, 1.0), (9, 5, 2.0))}
 STOP_PROPERLY = (0.5, 0.0, 1.0, -0.5)
-
-
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod   # a dataclass looks its module up there
-    spec.loader.exec_module(mod)
-    return mod
-
-
-family_tools = _load("dew_rl_family_driver", ROOT / "tools" / "family_driver.py")
-conf = family_tools.conf   # tools/conformance.py: compare, agrees, ROUNDOFF, cases_of
-FAMILY = family_tools.Family("frontier", FRAMEWORKS, DATA, OUTPUTS,
-                             hashed=[ROOT / "tools" / "conformance_frontier.py", ROOT / "tools" / "stubs" / "openrlhf_lite.py"])
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -100,14 +81,6 @@ def make_inputs() -> dict[str, np.ndarray]:
                     f"in/{case}/overlong": np.array(OVERLONG[case], np.float64),
                     f"in/{case}/stop_properly": np.array(STOP_PROPERLY, np.float64)})
     return out
-
-
-def hashed_files() -> list[Path]:
-    return FAMILY.hashed_files()
-
-
-def input_hash() -> str:
-    return FAMILY.input_hash()
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -181,17 +154,14 @@ DOCUMENTED = {
 }
 
 
-def evaluate(records, arrays, cases):
-    return FAMILY.evaluate(records, arrays, cases, dew_rl_side, DOCUMENTED)
-
-
-def main(argv: list[str]) -> int:
-    return FAMILY.main(argv, make_inputs, dew_rl_side, DOCUMENTED,
-                       about="dew_rl against verl 0.9.1, TRL 1.16.0, OpenRLHF 0.11.2 and AReaL 1.0.4 (the conventions "
-                             "that live in a trainer's code); written by tools/conformance_frontier.py",
-                       extra=dict(seed=SEED, cases={k: dict(B=v[0], T=v[1], G=v[2], V=v[3], P=v[4][0], N=v[4][1])
-                                                    for k, v in CASES.items()}))
-
+SUITE = Suite(
+    "frontier", "conformance_frontier", FRAMEWORKS, make_inputs,
+    side=lambda rec, x: dew_rl_side(rec["framework"], rec["kind"], rec["params"], x),
+    about="dew_rl against verl 0.9.1, TRL 1.16.0, OpenRLHF 0.11.2 and AReaL 1.0.4 (the conventions that live in a "
+          "trainer's code)", note=lambda rec: DOCUMENTED.get((rec["framework"], rec["kind"]), ""),
+    header=lambda ctx: dict(seed=SEED, cases={k: dict(B=v[0], T=v[1], G=v[2], V=v[3], P=v[4][0], N=v[4][1])
+                                              for k, v in CASES.items()}),
+    stubs=("openrlhf_lite.py",), log="conformance_frontier")
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run("conformance_frontier", sys.argv[1:]))

@@ -3,45 +3,34 @@
     python tools/conformance_offpolicy.py                 # every framework (creates or reuses tools/refenvs.py's envs)
     python tools/conformance_offpolicy.py verl            # only these (the data file keeps the others' last results)
 
-The family driver of tools/conformance.py (whose pieces it imports by path: `run_adapter`, `compare`, `agrees`,
-ROUNDOFF): it draws its own inputs (`make_inputs`: the trainer's old log-probs, the sampler's, the current
+A suite of tools/conformance_harness.py (which runs, hashes, merges and compares): it draws its own inputs (`make_inputs`: the trainer's old log-probs, the sampler's, the current
 policy's, the reference's, advantages per token and per row, masks with holes and an empty row, log ratios
-beyond the +-20 clamp), runs tools/conformance_offpolicy_adapters/<framework>_adapter.py in each framework's
+beyond the +-20 clamp), runs tools/conformance_adapters/offpolicy/<framework>_adapter.py in each framework's
 own interpreter, computes dew_rl's side of every framework output (`dew_rl_side`), and writes
 data/conformance_offpolicy.json (the table the chapters 03i, 03j and 03k print) and
 data/conformance_offpolicy_outputs.npz (inputs and framework outputs, so that
-tests/test_conformance_offpolicy.py recomputes dew_rl's side without any framework installed).
+tests/test_conformance.py recomputes dew_rl's side without any framework installed).
 
 A framework output whose value is a dict of metrics is stored as one vector in sorted key order (the keys are in
 the record's settings) and compared key by key; a row lists the keys that differ.
 """
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import json
-import os
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
+from conformance_harness import (  # noqa: F401
+    agrees, cases_of, check_fixture_inputs, drawn_cases, ragged_mask, run, Suite)
+
 ROOT = Path(__file__).resolve().parent.parent
-ADAPTERS = ROOT / "tools" / "conformance_offpolicy_adapters"
-DATA = ROOT / "data" / "conformance_offpolicy.json"
-OUTPUTS = ROOT / "data" / "conformance_offpolicy_outputs.npz"
 FRAMEWORKS = ("verl", "trl", "openrlhf")
 FROZEN = ("nemo_rl", "slime", "areal")   # run from source checkouts by tools/make_offpolicy_fixtures.py
 FIXTURE = ROOT / "tests" / "fixtures" / "offpolicy_frameworks"
 SEED = 20261818
 CASES = {"a": (8, 12), "b": (6, 9)}   # (B, T); "a" has an empty row and log ratios of +-25, "b" has neither
-
-_spec = importlib.util.spec_from_file_location("dew_rl_conformance_main", ROOT / "tools" / "conformance.py")
-conf = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(conf)
-compare, agrees, ROUNDOFF = conf.compare, conf.agrees, conf.ROUNDOFF
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -50,11 +39,8 @@ compare, agrees, ROUNDOFF = conf.compare, conf.agrees, conf.ROUNDOFF
 def make_inputs() -> dict[str, np.ndarray]:
     """The shared inputs, ``in/<case>/<name>``, float32."""
     out = {}
-    for k, (case, (B, T)) in enumerate(CASES.items()):
-        rng = np.random.default_rng(SEED + k)
-        lengths = rng.integers(3, T + 1, size=B)
-        lengths[0] = T
-        mask = (np.arange(T)[None, :] < lengths[:, None]).astype(np.float64)
+    for case, (B, T), rng in drawn_cases(CASES, SEED):
+        lengths, mask = ragged_mask(rng, B, T, 3, np.float64)
         mask[2, 1] = mask[4, 2] = 0.0                        # interior holes
         noise = 0.3 if case == "a" else 0.1
         old = rng.normal(-1.2, 0.8, size=(B, T))
@@ -72,10 +58,6 @@ def make_inputs() -> dict[str, np.ndarray]:
         for name, v in vals.items():
             out[f"in/{case}/{name}"] = np.asarray(v, np.float32)
     return out
-
-
-def cases_of(arrays: dict) -> dict[str, dict[str, np.ndarray]]:
-    return conf.cases_of(arrays)
 
 
 def _num(v: str):
@@ -106,24 +88,7 @@ def load_fixture() -> tuple[list[dict], dict, dict]:
 
 
 # --------------------------------------------------------------------------------------------------------
-# 2. What decides the framework outputs
-# --------------------------------------------------------------------------------------------------------
-def hashed_files() -> list[Path]:
-    return [ROOT / "tools" / "conformance_offpolicy.py", ROOT / "tools" / "conformance_adapters" / "_common.py"] + \
-        sorted(ADAPTERS.glob("*.py")) + sorted((ROOT / "tools" / "stubs").rglob("*.py"))
-
-
-def input_hash() -> str:
-    h = hashlib.sha256()
-    for f in hashed_files():
-        h.update(f.relative_to(ROOT).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
-    envs = conf._refenvs().ENVS
-    h.update(json.dumps({k: envs[k] for k in FRAMEWORKS}, sort_keys=True).encode())
-    return h.hexdigest()
-
-
-# --------------------------------------------------------------------------------------------------------
-# 3. dew_rl's side
+# 2. dew_rl's side
 # --------------------------------------------------------------------------------------------------------
 def verl_is_args(thr: str) -> dict:
     "verl's rollout_is_threshold (a float, or 'lower_upper' for IcePop) as dew_rl's arguments."
@@ -476,7 +441,7 @@ def frozen_side(framework: str, kind: str, p: dict, x: dict, keys) -> dict:
 
 
 # --------------------------------------------------------------------------------------------------------
-# 4. Differences
+# 3. Differences
 # --------------------------------------------------------------------------------------------------------
 DOCUMENTED = {  # (framework, kind, case) -> why the comparison is not at round-off (shown in the chapters)
     ("verl", "is_metrics", "a"): "verl takes its per-row metrics (rollout_is_seq_*, and at the sequence level "
@@ -531,34 +496,6 @@ DOCUMENTED = {  # (framework, kind, case) -> why the comparison is not at round-
 }
 
 
-def _compare_vector(ours, theirs, keys):
-    bad = []
-    for k, o, t in zip(keys, ours, theirs):
-        c = compare(np.array([o]), np.array([t]))
-        if not agrees(c):
-            bad.append(k)
-    return bad
-
-
-def evaluate(records: list[dict], arrays: dict, cases: dict) -> list[dict]:
-    rows = []
-    for rec in records:
-        side = dew_rl_side(rec["framework"], rec["kind"], rec["params"], cases[rec["case"]], rec["settings"])
-        theirs = arrays[rec["key"]]
-        c = compare(side["conv"], theirs, side["where"])
-        differing = _compare_vector(side["conv"], theirs, side["keys"]) if side["keys"] else []
-        ok = agrees(c) if not side["keys"] else not differing and c["special_mismatch"] == 0
-        status = ("exact" if c["max_abs"] == 0 and not c["special_mismatch"] else "round-off") if ok else "DIFFERS"
-        note = DOCUMENTED.get((rec["framework"], rec["kind"], rec["case"]), "") if status == "DIFFERS" else ""
-        rows.append(dict(key=rec["key"], framework=rec["framework"], frozen=rec["framework"] in FROZEN,
-                         case=rec["case"], kind=rec["kind"],
-                         params=rec["params"], dew_rl=side["function"], framework_function=rec["framework_function"],
-                         framework_settings=rec["settings"], dew_rl_convention=side["convention"],
-                         max_abs=c["max_abs"], max_rel=c["max_rel"], special_mismatch=c["special_mismatch"],
-                         scale=c["scale"], n=c["n"], differing=differing, status=status, note=note))
-    return rows
-
-
 def check_presets(verl_fields: dict) -> list[dict]:
     "Each verl factory's fields against dew_rl.ROLLOUT_CORRECTION_PRESETS."
     import dew_rl as rl
@@ -571,77 +508,31 @@ def check_presets(verl_fields: dict) -> list[dict]:
     return out
 
 
-# --------------------------------------------------------------------------------------------------------
-# 5. Running the adapters
-# --------------------------------------------------------------------------------------------------------
-def run_adapter(name: str, inputs: Path, work: Path, refenvs) -> dict:
-    conf.ADAPTERS = ADAPTERS          # tools/conformance.py runs <ADAPTERS>/<name>_adapter.py
-    return conf.run_adapter(name, inputs, work, refenvs)
+def frozen(inputs: dict) -> tuple[list, dict, dict]:
+    "The frozen outputs with the fixture's own inputs (its cases a and b are these inputs, case c its own)."
+    records, arrays, _ = load_fixture()
+    check_fixture_inputs(FIXTURE.with_suffix(".npz"), arrays, inputs, script="tools/make_offpolicy_fixtures.py")
+    return records, arrays, {}
 
 
-def main(argv: list[str]) -> int:
-    try:
-        import dew_rl  # noqa: F401
-    except ImportError:
-        venv = ROOT / ".venv" / "bin" / "python"
-        if venv.exists() and Path(sys.prefix).resolve() != venv.parent.parent.resolve():
-            os.execv(str(venv), [str(venv), __file__, *argv])
-        raise
-    names = [a for a in argv if not a.startswith("-")] or list(FRAMEWORKS)
-    unknown = sorted(set(names) - set(FRAMEWORKS))
-    if unknown:
-        raise SystemExit(f"unknown framework(s) {unknown}; known: {list(FRAMEWORKS)}")
-    t0 = time.time()
-    refenvs = conf._refenvs()
-    inputs = make_inputs()
-    cases = cases_of(inputs)
-    previous = json.loads(DATA.read_text()) if DATA.exists() else {}
-    old_arrays = {}
-    if OUTPUTS.exists() and len(names) < len(FRAMEWORKS):
-        with np.load(OUTPUTS) as f:
-            old_arrays = {k: f[k] for k in f.files}
-    metas = {}
-    with tempfile.TemporaryDirectory(prefix="dew_rl_conformance_offpolicy_") as tmp:
-        work = Path(tmp)
-        np.savez(work / "inputs.npz", **inputs)
-        for name in names:
-            metas[name] = run_adapter(name, work / "inputs.npz", work, refenvs)
-    arrays = dict(inputs)
-    frameworks, records = {}, []
-    for name in FRAMEWORKS:
-        if name in metas:
-            meta = metas[name]
-            arrays.update(meta.pop("arrays"))
-            records += meta.pop("records")
-            frameworks[name] = meta
-        elif name in previous.get("frameworks", {}):
-            frameworks[name] = previous["frameworks"][name]
-            arrays.update({k: v for k, v in old_arrays.items() if k.startswith(f"{name}/")})
-            records += [dict(key=r["key"], framework=name, case=r["case"], kind=r["kind"], params=r["params"],
-                             framework_function=r["framework_function"], settings=r["framework_settings"])
-                        for r in previous["results"] if r["framework"] == name]
-    frozen, frozen_arrays, frozen_meta = load_fixture()
-    rows = evaluate(records, arrays, cases) + evaluate(frozen, frozen_arrays, cases_of(frozen_arrays))
-    presets = check_presets(frameworks["verl"]["presets"]) if "verl" in frameworks else []
-    data = dict(about="dew_rl's off-policy family against the frameworks' own code; written by "
-                "tools/conformance_offpolicy.py", input_hash=input_hash(),
-                hashed_files=[f.relative_to(ROOT).as_posix() for f in hashed_files()] + ["tools/refenvs.py:ENVS"],
-                seed=SEED, cases={k: dict(B=v[0], T=v[1]) for k, v in CASES.items()}, roundoff=ROUNDOFF,
-                frameworks=frameworks, frozen=dict(fixture=FIXTURE.relative_to(ROOT).as_posix(),
-                                                   sources=frozen_meta["sources"], torch=frozen_meta["torch"]),
-                presets=presets, results=rows)
-    DATA.parent.mkdir(exist_ok=True)
-    DATA.write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
-    np.savez_compressed(OUTPUTS, **arrays)
-    bad = [r for r in rows if r["status"] == "DIFFERS"]
-    print(f"[conformance_offpolicy] {len(rows)} comparisons, {len(bad)} not at round-off; presets: "
-          f"{sum(p['agrees'] for p in presets)}/{len(presets)} agree; wrote {DATA.relative_to(ROOT)} and "
-          f"{OUTPUTS.relative_to(ROOT)} ({OUTPUTS.stat().st_size // 1024} KiB) in {time.time() - t0:.0f} s")
-    for r in bad:
-        print(f"  DIFFERS {r['key']}: max abs {r['max_abs']:.3g} (scale {r['scale']:.3g}) {r['differing']} "
-              f"{'[documented]' if r['note'] else ''}")
-    return 0
+def _header(ctx) -> dict:
+    meta = json.loads(FIXTURE.with_suffix(".json").read_text())
+    fw = ctx["frameworks"]
+    return dict(seed=SEED, cases={k: dict(B=v[0], T=v[1]) for k, v in CASES.items()},
+                frozen=dict(fixture=FIXTURE.relative_to(ROOT).as_posix(), sources=meta["sources"], torch=meta["torch"]),
+                presets=check_presets(fw["verl"]["presets"]) if "verl" in fw else [])
 
+
+SUITE = Suite(
+    "offpolicy", "conformance_offpolicy", FRAMEWORKS, make_inputs,
+    side=lambda rec, x: dew_rl_side(rec["framework"], rec["kind"], rec["params"], x, rec["settings"]),
+    about="dew_rl's off-policy family against the frameworks' own code",
+    note=lambda rec: DOCUMENTED.get((rec["framework"], rec["kind"], rec["case"]), ""),
+    extra=lambda rec, side, theirs, x, c: dict(frozen=rec["framework"] in FROZEN), header=_header,
+    frozen=frozen, frozen_names=FROZEN, store_frozen=False,
+    stubs=("openrlhf_lite.py", "tunix_lite.py", "ray_only/ray/__init__.py"),
+    fixtures=("tests/fixtures/offpolicy_frameworks.npz", "tests/fixtures/offpolicy_frameworks.json"),
+    env=dict(JAX_PLATFORMS="cpu"), log="conformance_offpolicy")
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run("conformance_offpolicy", sys.argv[1:]))

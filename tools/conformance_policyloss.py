@@ -3,9 +3,8 @@
     python tools/conformance_policyloss.py                 # every framework with an environment (tools/refenvs.py)
     python tools/conformance_policyloss.py verl trl        # only these (the data file keeps the others' last results)
 
-The pieces are tools/conformance.py's (`compare`, `agrees`, the `Recorder` of tools/conformance_adapters/_common.py,
-the environments of tools/refenvs.py); the adapters of this family live in tools/conformance_adapters/policyloss/, so
-that they do not enter the hash of the main conformance data. Steps:
+The running, hashing, merging and comparing are tools/conformance_harness.py's; the adapters of this suite live in
+tools/conformance_adapters/policyloss/. What is its own:
 
 1. `make_inputs`: two cases (fixed seed, float32): "a" with token advantages, probabilities spread over (0, 1) and
    planted ratios beyond every cap; "b" with small drifts (sequence ratios inside their bands). Both have interior
@@ -17,41 +16,24 @@ that they do not enter the hash of the main conformance data. Steps:
    tests/fixtures/policyloss_roll.npz with its revision, and read from there.
 3. dew_rl's side of every record (`dew_rl_side`) is computed on the same inputs, value and gradient, and compared.
 4. data/conformance_policyloss.json (the table the chapters print) and data/conformance_policyloss_outputs.npz (the
-   inputs and every framework output, so that tests/test_conformance_policyloss.py recomputes dew_rl's side without
+   inputs and every framework output, so that tests/test_conformance.py recomputes dew_rl's side without
    any framework installed).
 """
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import json
-import os
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/, for the chapters that load this file by path
+from conformance_harness import cases_of, drawn_cases, frozen_fixture, ragged_mask, run, Suite  # noqa: E402, F401
+
 ROOT = Path(__file__).resolve().parent.parent
-ADAPTERS = ROOT / "tools" / "conformance_adapters" / "policyloss"
-DATA = ROOT / "data" / "conformance_policyloss.json"
-OUTPUTS = ROOT / "data" / "conformance_policyloss_outputs.npz"
 ROLL_FIXTURE = ROOT / "tests" / "fixtures" / "policyloss_roll.npz"
 FRAMEWORKS = ("verl", "trl", "openrlhf", "areal")   # run live; "roll" comes from its frozen fixture
 SEED = 20261219
 CASES = {"a": (8, 12, 0.35), "b": (6, 7, 0.05)}     # name -> (B, T, std of the log-ratio drift)
-
-
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-conf = _load("dew_rl_conformance_driver", ROOT / "tools" / "conformance.py")   # compare, agrees, ROUNDOFF
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -59,11 +41,8 @@ conf = _load("dew_rl_conformance_driver", ROOT / "tools" / "conformance.py")   #
 # --------------------------------------------------------------------------------------------------------
 def make_inputs() -> dict[str, np.ndarray]:
     out = {}
-    for k, (case, (B, T, drift)) in enumerate(CASES.items()):
-        rng = np.random.default_rng(SEED + k)
-        lengths = rng.integers(2, T + 1, size=B)
-        lengths[0] = T
-        mask = (np.arange(T)[None, :] < lengths[:, None]).astype(np.float64)
+    for case, (B, T, drift), rng in drawn_cases(CASES, SEED):
+        lengths, mask = ragged_mask(rng, B, T, 2, np.float64)
         mask[1, 1] = 0.0                                  # an interior hole
         mask[B - 2] = 0.0                                 # a fully masked row
         p_old = rng.uniform(0.02, 0.98, size=(B, T))
@@ -87,28 +66,8 @@ def make_inputs() -> dict[str, np.ndarray]:
     return out
 
 
-cases_of = conf.cases_of
-
-
 # --------------------------------------------------------------------------------------------------------
-# 2. The staleness hash
-# --------------------------------------------------------------------------------------------------------
-def hashed_files() -> list[Path]:
-    return [ROOT / "tools" / "conformance_policyloss.py", ADAPTERS.parent / "_common.py"] + \
-        sorted(ADAPTERS.glob("*.py")) + sorted((ROOT / "tools" / "stubs").rglob("*.py")) + \
-        [ROOT / "tools" / "make_roll_fixtures.py"]
-
-
-def input_hash() -> str:
-    h = hashlib.sha256()
-    for f in hashed_files():
-        h.update(f.relative_to(ROOT).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
-    h.update(json.dumps({k: v for k, v in conf._refenvs().ENVS.items() if k in FRAMEWORKS}, sort_keys=True).encode())
-    return h.hexdigest()
-
-
-# --------------------------------------------------------------------------------------------------------
-# 3. dew_rl's side
+# 2. dew_rl's side
 # --------------------------------------------------------------------------------------------------------
 def dew_rl_side(framework: str, kind: str, p: dict, x: dict) -> dict:
     """dew_rl's value of one framework output: `value` (loss, gradient, metric, mask or terms), `function`,
@@ -225,108 +184,20 @@ def note_for(rec) -> str:
     return DOCUMENTED.get((rec["framework"], p.get("loss"), p.get("metric")), "")
 
 
-def evaluate(records: list[dict], arrays: dict, cases: dict) -> list[dict]:
-    rows = []
-    for rec in records:
-        side = dew_rl_side(rec["framework"], rec["kind"], rec["params"], cases[rec["case"]])
-        c = conf.compare(side["value"], arrays[rec["key"]], side["where"])
-        status = ("exact" if c["max_abs"] == 0 and not c["special_mismatch"] else "round-off") if conf.agrees(c) \
-            else "DIFFERS"
-        rows.append(dict(key=rec["key"], framework=rec["framework"], case=rec["case"], kind=rec["kind"],
-                         params=rec["params"], dew_rl=side["function"], framework_function=rec["framework_function"],
-                         framework_settings=rec["settings"], dew_rl_convention=side["convention"],
-                         compared="valid tokens" if side["where"] is not None else "every position",
-                         max_abs=c["max_abs"], max_rel=c["max_rel"], special_mismatch=c["special_mismatch"],
-                         scale=c["scale"], status=status, note=note_for(rec) if status == "DIFFERS" else ""))
-    return rows
+def _side(rec, x) -> dict:
+    side = dew_rl_side(rec["framework"], rec["kind"], rec["params"], x)
+    return dict(side, conv=side.pop("value"))
 
 
-# --------------------------------------------------------------------------------------------------------
-# 4. Running the adapters
-# --------------------------------------------------------------------------------------------------------
-def run_adapter(name: str, inputs: Path, work: Path, refenvs) -> dict:
-    t0 = time.time()
-    py = refenvs.build(name)
-    out_npz, out_json = work / f"{name}.npz", work / f"{name}.json"
-    env = refenvs.env_for(name)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(ADAPTERS.parent)) if p)
-    env["TORCHDYNAMO_DISABLE"] = "1"
-    proc = subprocess.run([str(py), str(ADAPTERS / f"{name}_adapter.py"), str(inputs), str(out_npz), str(out_json)],
-                          env=env, cwd=str(work), capture_output=True, text=True)
-    if proc.returncode:
-        raise RuntimeError(f"the {name} adapter failed:\n" + "\n".join((proc.stderr or proc.stdout).splitlines()[-15:]))
-    print(proc.stdout.strip(), flush=True)
-    meta = json.loads(out_json.read_text())
-    with np.load(out_npz) as f:
-        meta["arrays"] = {k: f[k] for k in f.files}
-    print(f"[policyloss] {name}: {len(meta['records'])} outputs in {time.time() - t0:.0f} s", flush=True)
-    return meta
-
-
-def roll_fixture(inputs: dict) -> dict:
-    "The frozen ROLL outputs, if they were made from these very inputs (else an error: rerun the fixture script)."
-    meta = json.loads(ROLL_FIXTURE.with_suffix(".json").read_text())
-    with np.load(ROLL_FIXTURE) as f:
-        arrays = {k: f[k] for k in f.files}
-    for k, v in inputs.items():
-        if not np.array_equal(arrays.get(k), v):
-            raise SystemExit(f"{ROLL_FIXTURE.name} was made from other inputs ({k}); run tools/make_roll_fixtures.py")
-    meta["arrays"] = {k: v for k, v in arrays.items() if not k.startswith("in/")}
-    return meta
-
-
-def main(argv: list[str]) -> int:
-    try:
-        import dew_rl  # noqa: F401
-    except ImportError:
-        venv = ROOT / ".venv" / "bin" / "python"
-        if venv.exists() and Path(sys.prefix).resolve() != venv.parent.parent.resolve():
-            os.execv(str(venv), [str(venv), __file__, *argv])
-        raise
-    names = [a for a in argv if not a.startswith("-")] or [n for n in FRAMEWORKS]
-    t0 = time.time()
-    refenvs = conf._refenvs()
-    inputs = make_inputs()
-    cases = cases_of(inputs)
-    previous = json.loads(DATA.read_text()) if DATA.exists() else {}
-    old_arrays = {}
-    if OUTPUTS.exists():
-        with np.load(OUTPUTS) as f:
-            old_arrays = {k: f[k] for k in f.files}
-    metas = {}
-    with tempfile.TemporaryDirectory(prefix="dew_rl_policyloss_") as tmp:
-        work = Path(tmp)
-        np.savez(work / "inputs.npz", **inputs)
-        for name in names:
-            metas[name] = run_adapter(name, work / "inputs.npz", work, refenvs)
-    metas["roll"] = roll_fixture(inputs)
-    arrays, frameworks, records = dict(inputs), {}, []
-    for name in FRAMEWORKS + ("roll",):
-        if name in metas:
-            meta = metas[name]
-            arrays.update(meta.pop("arrays"))
-            records += meta.pop("records")
-            frameworks[name] = meta
-        elif name in previous.get("frameworks", {}):
-            frameworks[name] = previous["frameworks"][name]
-            arrays.update({k: v for k, v in old_arrays.items() if k.startswith(f"{name}/")})
-            records += [dict(key=r["key"], framework=name, case=r["case"], kind=r["kind"], params=r["params"],
-                             framework_function=r["framework_function"], settings=r["framework_settings"])
-                        for r in previous["results"] if r["framework"] == name]
-    rows = evaluate(records, arrays, cases)
-    data = dict(about="dew_rl's policy losses against the frameworks' own code; written by tools/conformance_policyloss.py",
-                input_hash=input_hash(), hashed_files=[f.relative_to(ROOT).as_posix() for f in hashed_files()],
-                seed=SEED, cases={k: dict(B=v[0], T=v[1], drift=v[2]) for k, v in CASES.items()},
-                roundoff=conf.ROUNDOFF, frameworks=frameworks, results=rows)
-    DATA.write_text(json.dumps(data, indent=1) + "\n")
-    np.savez_compressed(OUTPUTS, **arrays)
-    bad = [r for r in rows if r["status"] == "DIFFERS"]
-    print(f"[policyloss] {len(rows)} comparisons, {len(bad)} not at round-off; wrote {DATA.relative_to(ROOT)} and "
-          f"{OUTPUTS.relative_to(ROOT)} ({OUTPUTS.stat().st_size // 1024} KiB) in {time.time() - t0:.0f} s")
-    for r in bad:
-        print(f"  DIFFERS {r['key']}: max abs {r['max_abs']:.3g} (scale {r['scale']:.3g}) {r['note'][:80]}")
-    return 0
-
+SUITE = Suite(
+    "policyloss", "conformance_policyloss", FRAMEWORKS, make_inputs, side=_side,
+    about="dew_rl's policy losses against the frameworks' own code", note=note_for,
+    extra=lambda rec, side, theirs, x, c: dict(compared="every position" if side["where"] is None else "valid tokens"),
+    header=lambda ctx: dict(seed=SEED, cases={k: dict(B=v[0], T=v[1], drift=v[2]) for k, v in CASES.items()}),
+    frozen=lambda inputs: frozen_fixture(ROLL_FIXTURE, "roll", inputs, "tools/make_roll_fixtures.py"),
+    frozen_names=("roll",), stubs=("openrlhf_lite.py", "tunix_lite.py", "ray_only/ray/__init__.py"),
+    fixtures=("tests/fixtures/policyloss_roll.npz", "tests/fixtures/policyloss_roll.json"),
+    env=dict(TORCHDYNAMO_DISABLE="1"), log="policyloss")
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run("conformance_policyloss", sys.argv[1:]))

@@ -4,8 +4,7 @@ against TRL 1.16.0 and OpenRLHF 0.11.2 run live, and NeMo-RL's DPO loss from its
     python tools/conformance_preference.py            # TRL and OpenRLHF (creates or reuses tools/refenvs.py's envs)
     python tools/conformance_preference.py trl        # only TRL (the data file keeps OpenRLHF's last results)
 
-The pieces are tools/conformance.py's (imported by path): `compare`, `agrees`, the environments, and the
-adapters' `Recorder` (tools/conformance_adapters/_common.py). What is new here:
+The running, hashing, merging and comparing are tools/conformance_harness.py's. What is this suite's own:
 
 1. `make_inputs`: preference pairs (per-token log-probs of the policy and the reference, chosen and rejected
    widths that differ, masks with variable lengths and interior holes, a one-sided empty response, WPO's
@@ -17,39 +16,22 @@ adapters' `Recorder` (tools/conformance_adapters/_common.py). What is new here:
 4. `dew_rl_side` computes dew_rl's value configured to the framework's convention and with dew_rl's defaults;
    `evaluate` records both differences. Gradients (w.r.t. the per-token log-probs) are compared as well.
 5. Writes data/conformance_preference.json and data/conformance_preference_outputs.npz, which
-   tests/test_conformance_preference.py re-evaluates without any framework installed.
+   tests/test_conformance.py re-evaluates without any framework installed.
 """
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import json
-import os
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
+from conformance_harness import cases_of, check_fixture_inputs, note_by_param, run, Suite  # noqa: F401
+
 ROOT = Path(__file__).resolve().parent.parent
-ADAPTERS = ROOT / "tools" / "conformance_adapters" / "preference"
-DATA = ROOT / "data" / "conformance_preference.json"
-OUTPUTS = ROOT / "data" / "conformance_preference_outputs.npz"
 NEMO_FIXTURE = ROOT / "tests" / "fixtures" / "nemo_rl_dpo.npz"
 FRAMEWORKS = ("trl", "openrlhf")  # run live; NeMo-RL is read from its fixture
 SEED = 20261215
-
-
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-conf = _load("dew_rl_conformance_driver", ROOT / "tools" / "conformance.py")
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -124,29 +106,8 @@ def make_inputs() -> dict[str, np.ndarray]:
     return out
 
 
-cases_of = conf.cases_of
-
-
 # --------------------------------------------------------------------------------------------------------
-# 2. What decides the framework outputs (the staleness hash)
-# --------------------------------------------------------------------------------------------------------
-def hashed_files() -> list[Path]:
-    return [ROOT / "tools" / "conformance_preference.py", ROOT / "tools" / "conformance_adapters" / "_common.py",
-            ROOT / "tools" / "stubs" / "openrlhf_lite.py"] + sorted(ADAPTERS.glob("*.py"))
-
-
-def input_hash() -> str:
-    """sha256 over the driver, the adapters, the stubs they use (bytes) and the pins of the two environments."""
-    h = hashlib.sha256()
-    for f in hashed_files():
-        h.update(f.relative_to(ROOT).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
-    envs = conf._refenvs().ENVS
-    h.update(json.dumps({k: envs[k] for k in FRAMEWORKS}, sort_keys=True).encode())
-    return h.hexdigest()
-
-
-# --------------------------------------------------------------------------------------------------------
-# 3. dew_rl's side
+# 2. dew_rl's side
 # --------------------------------------------------------------------------------------------------------
 DPO_ARGS = ("beta", "loss_type", "loss_weights", "label_smoothing", "f_divergence_type", "f_alpha_divergence_coef",
             "ld_alpha", "use_weighting", "discopop_tau")
@@ -363,33 +324,8 @@ DOCUMENTED = {
 }
 
 
-def note_for(key: str) -> str:
-    fw, case, kind, *params = key.split("/")
-    return next((v for (f, k, p), v in DOCUMENTED.items() if f == fw and k == kind and p in params), "")
-
-
-def evaluate(records: list[dict], arrays: dict, cases: dict) -> list[dict]:
-    rows = []
-    for rec in records:
-        side = dew_rl_side(rec["framework"], rec["kind"], rec["params"], cases[rec["case"]])
-        theirs = arrays[rec["key"]]
-        c = conf.compare(side["conv"], theirs, side["where"])
-        d = conf.compare(side["default"], theirs)
-        status = ("exact" if c["max_abs"] == 0 and not c["special_mismatch"] else "round-off") if conf.agrees(c) \
-            else "DIFFERS"
-        rows.append(dict(key=rec["key"], framework=rec["framework"], case=rec["case"], kind=rec["kind"],
-                         params=rec["params"], dew_rl=side["function"], framework_function=rec["framework_function"],
-                         framework_settings=rec["settings"], dew_rl_convention=side["convention"],
-                         dew_rl_default=side["default_call"], max_abs=c["max_abs"], max_rel=c["max_rel"],
-                         special_mismatch=c["special_mismatch"], scale=c["scale"], default_max_abs=d["max_abs"],
-                         default_max_rel=d["max_rel"], default_special_mismatch=d["special_mismatch"],
-                         framework_value=float(theirs) if np.ndim(theirs) == 0 else None,
-                         status=status, note=note_for(rec["key"]) if status == "DIFFERS" else ""))
-    return rows
-
-
 # --------------------------------------------------------------------------------------------------------
-# 4. NeMo-RL's frozen outputs
+# 3. NeMo-RL's frozen outputs
 # --------------------------------------------------------------------------------------------------------
 def nemo_records() -> tuple[dict, list[dict], dict]:
     """The frozen NeMo-RL outputs as records (framework 'nemo-rl'), their arrays, and the fixture's metadata."""
@@ -402,102 +338,27 @@ def nemo_records() -> tuple[dict, list[dict], dict]:
     return arrays, records, dict(meta, inputs=inputs)
 
 
-# --------------------------------------------------------------------------------------------------------
-# 5. Running the adapters
-# --------------------------------------------------------------------------------------------------------
-def run_adapter(name: str, inputs: Path, work: Path, refenvs) -> dict:
-    t0 = time.time()
-    py = refenvs.build(name)
-    out_npz, out_json = work / f"{name}.npz", work / f"{name}.json"
-    cmd = [str(py), str(ADAPTERS / f"{name}_adapter.py"), str(inputs), str(out_npz), str(out_json)]
-    env = refenvs.env_for(name)
-    print(f"[conformance_preference] {name}: running its adapter in {refenvs.ENVS[name]['version']}", flush=True)
-    proc = subprocess.run(cmd, env=env, cwd=str(work), capture_output=True, text=True)
-    if proc.returncode:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-15:]
-        raise RuntimeError(f"the {name} preference adapter failed:\n" + "\n".join(tail))
-    print(proc.stdout.strip(), flush=True)
-    if proc.stderr.strip():
-        print(proc.stderr.strip()[-3000:], flush=True)
-    meta = json.loads(out_json.read_text())
-    with np.load(out_npz) as f:
-        meta["arrays"] = {k: f[k] for k in f.files}
-    print(f"[conformance_preference] {name}: {len(meta['records'])} outputs in {time.time() - t0:.0f} s", flush=True)
-    return meta
+def frozen(inputs: dict) -> tuple[list, dict, dict]:
+    arrays, records, meta = nemo_records()
+    fixture_inputs = meta.pop("inputs")
+    check_fixture_inputs(NEMO_FIXTURE, fixture_inputs, inputs, keys=fixture_inputs,
+                         script="tools/make_nemo_preference_fixtures.py")
+    return records, arrays, {"nemo-rl": meta}
 
 
-def main(argv: list[str]) -> int:
-    try:
-        import dew_rl  # noqa: F401
-    except ImportError:  # run as `python3 tools/conformance_preference.py`: continue in the project's environment
-        venv = ROOT / ".venv" / "bin" / "python"
-        if venv.exists() and Path(sys.prefix).resolve() != venv.parent.parent.resolve():
-            os.execv(str(venv), [str(venv), __file__, *argv])
-        raise
-    names = [a for a in argv if not a.startswith("-")] or list(FRAMEWORKS)
-    unknown = sorted(set(names) - set(FRAMEWORKS))
-    if unknown:
-        raise SystemExit(f"unknown framework(s) {unknown}; known: {list(FRAMEWORKS)}")
-    t0 = time.time()
-    refenvs = conf._refenvs()
-    inputs = make_inputs()
-    cases = cases_of(inputs)
-    nemo_arrays, nemo_recs, nemo_meta = nemo_records() if NEMO_FIXTURE.exists() else ({}, [], None)
-    for k, v in (nemo_meta.pop("inputs") if nemo_meta else {}).items():
-        if k not in inputs or not np.array_equal(inputs[k], v):
-            raise SystemExit(f"{NEMO_FIXTURE.relative_to(ROOT)} was made on other inputs ({k}): run "
-                             "tools/make_nemo_preference_fixtures.py again")
-    previous = json.loads(DATA.read_text()) if DATA.exists() else {}
-    old_arrays = {}
-    if OUTPUTS.exists() and len(names) < len(FRAMEWORKS):
-        with np.load(OUTPUTS) as f:
-            old_arrays = {k: f[k] for k in f.files}
-    metas = {}
-    with tempfile.TemporaryDirectory(prefix="dew_rl_conformance_preference_") as tmp:
-        work = Path(tmp)
-        np.savez(work / "inputs.npz", **inputs)
-        for name in names:
-            metas[name] = run_adapter(name, work / "inputs.npz", work, refenvs)
-    arrays = dict(inputs)
-    frameworks, records, failed = {}, [], []
-    for name in FRAMEWORKS:
-        if name in metas:
-            meta = metas[name]
-            arrays.update(meta.pop("arrays"))
-            records += meta.pop("records")
-            failed += meta.get("failed", [])
-            frameworks[name] = meta
-        elif name in previous.get("frameworks", {}):
-            frameworks[name] = previous["frameworks"][name]
-            arrays.update({k: v for k, v in old_arrays.items() if k.startswith(f"{name}/")})
-            records += [dict(key=r["key"], framework=name, case=r["case"], kind=r["kind"], params=r["params"],
-                             framework_function=r["framework_function"], settings=r["framework_settings"])
-                        for r in previous["results"] if r["framework"] == name]
-    arrays.update(nemo_arrays)
-    records += nemo_recs
-    if nemo_meta:
-        frameworks["nemo-rl"] = nemo_meta
-    rows = evaluate(records, arrays, cases)
-    data = dict(
-        about="dew_rl's preference family against the frameworks' own code; written by tools/conformance_preference.py",
-        input_hash=input_hash(), hashed_files=[f.relative_to(ROOT).as_posix() for f in hashed_files()]
-        + ["tools/refenvs.py:ENVS[trl, openrlhf]"], seed=SEED,
-        cases={c: dict(P=int(v["mc"].shape[0]), T_chosen=int(v["mc"].shape[1]), T_rejected=int(v["mr"].shape[1]))
-               for c, v in cases.items()},
-        roundoff=conf.ROUNDOFF, rel_floor=conf.REL_FLOOR, frameworks=frameworks, failed=failed, results=rows)
-    DATA.parent.mkdir(exist_ok=True)
-    DATA.write_text(json.dumps(data, indent=1) + "\n")
-    np.savez_compressed(OUTPUTS, **{k: v for k, v in arrays.items() if not k.startswith("nemo-rl/")})
-    bad = [r for r in rows if r["status"] == "DIFFERS"]
-    print(f"[conformance_preference] {len(rows)} comparisons, {len(bad)} not at round-off under the framework's "
-          f"convention; {len(failed)} framework calls failed; wrote {DATA.relative_to(ROOT)} and "
-          f"{OUTPUTS.relative_to(ROOT)} ({OUTPUTS.stat().st_size // 1024} KiB) in {time.time() - t0:.0f} s")
-    for r in bad:
-        print(f"  DIFFERS {r['key']}: max abs {r['max_abs']:.3g} (scale {r['scale']:.3g}) {r['note'][:60]}")
-    for f_ in failed:
-        print(f"  FAILED {f_['framework']} {f_['what']}: {f_['error'][:150]}")
-    return 0
+def _header(ctx) -> dict:
+    return dict(seed=SEED, cases={c: dict(P=int(v["mc"].shape[0]), T_chosen=int(v["mc"].shape[1]),
+                                          T_rejected=int(v["mr"].shape[1])) for c, v in ctx["cases"].items()},
+                failed=[f for n, m in ctx["frameworks"].items() if n in FRAMEWORKS for f in m.get("failed", [])])
 
+
+SUITE = Suite(
+    "preference", "conformance_preference", FRAMEWORKS, make_inputs,
+    side=lambda rec, x: dew_rl_side(rec["framework"], rec["kind"], rec["params"], x),
+    about="dew_rl's preference family against the frameworks' own code", note=lambda rec: note_by_param(DOCUMENTED, rec["key"]),
+    extra=lambda rec, side, theirs, x, c: dict(framework_value=float(theirs) if np.ndim(theirs) == 0 else None),
+    header=_header, frozen=frozen, frozen_names=("nemo-rl",), store_frozen=False, stubs=("openrlhf_lite.py",),
+    fixtures=("tests/fixtures/nemo_rl_dpo.npz",), log="conformance_preference")
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run("conformance_preference", sys.argv[1:]))

@@ -208,10 +208,8 @@ CHILD = textwrap.dedent(r'''
 
 
 def _driver():
-    spec = importlib.util.spec_from_file_location("dew_rl_conformance_distill", ROOT / "tools" / "conformance_distill.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    import conformance_distill  # tools/ is on the path when this script runs
+    return conformance_distill
 
 
 def main(argv=None) -> int:
@@ -221,7 +219,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     gitdirs = {"nemo_rl": a.nemo_rl, "slime": a.slime}
     driver = _driver()
-    refenvs = driver.conf._refenvs()
+    import refenvs
     py = refenvs.build("trl")
     inputs = driver.make_inputs()
     with tempfile.TemporaryDirectory(prefix="dew_rl_distill_fixtures_") as tmp:

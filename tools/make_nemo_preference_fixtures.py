@@ -15,7 +15,7 @@ inputs, it calls `DPOLossFn(DPOLossConfig(...))(next_token_logprobs, data, globa
 as NeMo-RL's DPO trainer does: chosen and rejected rows interleaved, a one-token prompt (`token_mask[:, 0] = 0`,
 the log-probs of token t+1 at column t), `sample_mask` all ones, `global_valid_seqs = 2P`, one process; and records
 the loss and its gradient w.r.t. the per-token log-probs (torch autograd), with the inputs and the revision.
-tools/conformance_preference.py reads the fixture; tests/test_conformance_preference.py re-checks it.
+tools/conformance_preference.py reads the fixture; tests/test_conformance.py re-checks it.
 """
 from __future__ import annotations
 
@@ -92,9 +92,7 @@ def main(argv):
     rev = subprocess.run(["git", f"--git-dir={git_dir}", "rev-parse", argv[1] if len(argv) > 1 else "HEAD"],
                          check=True, capture_output=True, text=True).stdout.strip()
     lf = load_nemo(git_dir, rev)
-    spec = importlib.util.spec_from_file_location("pref_driver", ROOT / "tools" / "conformance_preference.py")
-    drv = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(drv)
+    import conformance_preference as drv  # tools/ is on the path when this script runs
     inputs = drv.make_inputs()
     cases = drv.cases_of(inputs)
     store, records = {}, []

@@ -17,7 +17,6 @@ repository: the outputs go to the fixture, with the revision, the files and the 
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import subprocess
 import sys
@@ -53,9 +52,7 @@ def load_nemo(git_dir: str) -> dict:
 
 def main(argv: list[str]) -> int:
     git_dir = argv[0]
-    spec = importlib.util.spec_from_file_location("adv_driver", ROOT / "tools" / "conformance_advantages.py")
-    drv = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(drv)
+    import conformance_advantages as drv  # tools/ is on the path when this script runs
     inputs = drv.make_inputs()
     nemo = load_nemo(git_dir)
     arrays, records = dict(inputs), []

@@ -24,7 +24,7 @@ functions:
   `areal/trainer/ppo/actor.py` (`compute_prox_logp_approximations`, log-linear).
 
 Writes tests/fixtures/offpolicy_frameworks.npz (inputs and outputs) and tests/fixtures/offpolicy_frameworks.json
-(revisions, settings, scalar results), which tests/test_conformance_offpolicy.py and the chapters 03i-03k read.
+(revisions, settings, scalar results), which tests/test_conformance.py and the chapters 03i-03k read.
 """
 from __future__ import annotations
 
@@ -105,10 +105,8 @@ import torch  # noqa: E402
 
 
 def _inputs():
-    spec = importlib.util.spec_from_file_location("dew_rl_conformance_offpolicy", ROOT / "tools" / "conformance_offpolicy.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    arrays = mod.make_inputs()
+    import conformance_offpolicy  # tools/ is on the path when this script runs
+    arrays = conformance_offpolicy.make_inputs()
     # case "c": case "b" with one token whose log ratio is 100 (exp overflows float32)
     for name in ("mask", "old", "rollout", "lp", "ref", "adv", "adv_row"):
         arrays[f"in/c/{name}"] = arrays[f"in/b/{name}"].copy()

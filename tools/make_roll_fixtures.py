@@ -16,7 +16,6 @@ copied into this repository; the outputs and the revision are.
 from __future__ import annotations
 
 import ast
-import importlib.util
 import json
 import os
 import subprocess
@@ -80,11 +79,9 @@ def main(argv: list[str]) -> int:
     git_dir = argv[0] if argv else os.environ.get("DEW_RL_ROLL_GIT")
     if not git_dir:
         raise SystemExit("usage: python tools/make_roll_fixtures.py /path/to/alibaba/ROLL/.git")
-    spec = importlib.util.spec_from_file_location("policyloss_driver", ROOT / "tools" / "conformance_policyloss.py")
-    driver = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(driver)
+    import conformance_policyloss as driver  # tools/ is on the path when this script runs
+    import refenvs
     inputs = driver.make_inputs()
-    refenvs = driver.conf._refenvs()
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "worker.py"
         src.write_text(subprocess.run(["git", "--git-dir", git_dir, "show", f"{REVISION}:{PATH}"], check=True,

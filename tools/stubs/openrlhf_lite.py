@@ -5,7 +5,7 @@ The package `__init__` of OpenRLHF 0.11.2 (and bc71bb1) needs CUDA-only and dist
 for the packages on the way (so no `__init__` runs), in-memory stubs for `deepspeed`, `ray`, the
 experience module and the Ray launcher, and loads the six source files the loss and advantage code
 need from the installed wheel by path. No OpenRLHF code is copied. Used by
-tools/make_openrlhf_fixtures.py and tools/conformance_adapters/openrlhf_adapter.py, in an
+tools/make_openrlhf_fixtures.py and tools/conformance_adapters/general/openrlhf_adapter.py, in an
 environment with torch and `openrlhf` installed with --no-deps.
 """
 import importlib.util

@@ -2,7 +2,7 @@
 
 Registers an empty `tunix` package module whose `__path__` is the installed directory, so that
 `from tunix.rl import algo_core, common` loads only those modules and what they import. Used by
-tools/make_tunix_fixtures.py, tools/conformance_adapters/tunix_adapter.py and
+tools/make_tunix_fixtures.py, tools/conformance_adapters/general/tunix_adapter.py and
 tools/bench_sides/tunix_side.py, in an environment with `google-tunix==0.1.7` installed with
 --no-deps plus jax, flax and the few packages the RL modules import.
 """

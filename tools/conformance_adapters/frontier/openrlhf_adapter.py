@@ -1,7 +1,7 @@
 """Frontier conformance adapter for OpenRLHF 0.11.2 (tools/conformance_frontier.py): length shaping, the raw reward.
 
 Runs in the `openrlhf` environment of tools/refenvs.py and loads the wheel's files by path exactly as
-tools/conformance_adapters/openrlhf_adapter.py does (tools/stubs/openrlhf_lite.py). Float32, one process. Calls:
+tools/conformance_adapters/general/openrlhf_adapter.py does (tools/stubs/openrlhf_lite.py). Float32, one process. Calls:
 
 * `apply_overlong_penalty` and `apply_stop_properly_penalty` of openrlhf/trainer/ppo_utils/length_penalty.py on
   stand-in experiences carrying the rewards, `response_length` (the mask's row sums) and `truncated` (the sampler's

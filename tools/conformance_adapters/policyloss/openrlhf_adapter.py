@@ -1,7 +1,7 @@
 """Policy-loss conformance adapter for OpenRLHF 0.11.2: its dual-clip `PolicyLoss` (the δ-clip equivalence).
 
 Runs in the `openrlhf` environment of tools/refenvs.py and loads the wheel's files by path exactly as
-tools/conformance_adapters/openrlhf_adapter.py does (tools/stubs/openrlhf_lite.py). The loss and
+tools/conformance_adapters/general/openrlhf_adapter.py does (tools/stubs/openrlhf_lite.py). The loss and
 d loss / d log_probs (autograd) are recorded; float32, one process, batch_num_tokens = the valid tokens.
 
     <openrlhf-python> tools/conformance_adapters/policyloss/openrlhf_adapter.py INPUTS.npz OUTPUTS.npz OUTPUTS.json

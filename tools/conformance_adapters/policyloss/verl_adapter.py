@@ -1,6 +1,6 @@
 """Policy-loss conformance adapter for verl 0.9.1: verl's own `compute_policy_loss_*` on the shared inputs.
 
-Runs in the `verl` environment of tools/refenvs.py (as tools/conformance_adapters/verl_adapter.py does). Every
+Runs in the `verl` environment of tools/refenvs.py (as tools/conformance_adapters/general/verl_adapter.py does). Every
 number is verl's code (verl/trainer/ppo/core_algos.py of the wheel); nothing is copied. Each loss is called with
 `log_prob` requiring a gradient, and both the loss and d loss / d log_prob are recorded. float32; one process,
 the global counts passed explicitly (dp_size=1, batch_num_tokens = the valid tokens, global_batch_size = every row).

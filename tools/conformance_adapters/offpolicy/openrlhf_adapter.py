@@ -7,15 +7,15 @@ the coefficient per token, that function is wrapped (it still runs) to keep a co
 the loss is called with log_probs = old_log_probs (ratio 1) and advantages -1, where the PPO term is exactly 1,
 so the matrix is the coefficient itself. float32.
 
-    <openrlhf-python> tools/conformance_offpolicy_adapters/openrlhf_adapter.py INPUTS.npz OUTPUTS.npz OUTPUTS.json
+    <openrlhf-python> tools/conformance_adapters/offpolicy/openrlhf_adapter.py INPUTS.npz OUTPUTS.npz OUTPUTS.json
 """
 import sys
 from importlib.metadata import version
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "conformance_adapters"))
-sys.path.insert(0, str(HERE.parent / "stubs"))
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE.parents[1] / "stubs"))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

@@ -10,7 +10,7 @@ installed wheel are loaded by path. Every number below comes from the wheel's ow
 nothing is copied. Inputs are float32; the losses run in float32 and the advantage pipeline in
 OpenRLHF's own dtypes (k1 and the whitening in float32).
 
-    <openrlhf-python> tools/conformance_adapters/openrlhf_adapter.py INPUTS.npz OUTPUTS.npz OUTPUTS.json
+    <openrlhf-python> tools/conformance_adapters/general/openrlhf_adapter.py INPUTS.npz OUTPUTS.npz OUTPUTS.json
 """
 import sys
 import types
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "stubs"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "stubs"))
 from openrlhf_lite import load_openrlhf  # noqa: E402
 
 from _common import Recorder, load_inputs

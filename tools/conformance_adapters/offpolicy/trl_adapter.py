@@ -2,13 +2,13 @@
 
 Runs in the `trl` environment of tools/refenvs.py. TRL's off-policy sequence mask is the static method
 `GRPOTrainer.get_off_policy_mask` (called directly); the loss is the method `GRPOTrainer._compute_loss`, called
-unbound with a stand-in `self` (as in tools/conformance_adapters/trl_adapter.py) whose
+unbound with a stand-in `self` (as in tools/conformance_adapters/general/trl_adapter.py) whose
 `_get_per_token_logps_and_entropies` returns the given per-token log-probs, so that every step after the
 log-probs is TRL's code. TRL's vLLM importance-sampling ratio (`vllm_importance_sampling_mode`) is computed
 inline in `_generate_and_score_completions`, which needs a model, a tokenizer and a generation engine: it is not
 run here (listed as not run). float32, one process, no gradient accumulation.
 
-    <trl-python> tools/conformance_offpolicy_adapters/trl_adapter.py INPUTS.npz OUTPUTS.npz OUTPUTS.json
+    <trl-python> tools/conformance_adapters/offpolicy/trl_adapter.py INPUTS.npz OUTPUTS.npz OUTPUTS.json
 """
 import sys
 import types
@@ -16,7 +16,7 @@ from collections import defaultdict
 from importlib.metadata import version
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "conformance_adapters"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

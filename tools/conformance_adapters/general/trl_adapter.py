@@ -9,7 +9,7 @@ per-token log-probs instead of running a model. Everything after the log-probs i
 nothing is copied. float32 throughout; one process, no gradient accumulation
 (`current_gradient_accumulation_steps=1`, `steps_per_generation=1`), training mode.
 
-    <trl-python> tools/conformance_adapters/trl_adapter.py INPUTS.npz OUTPUTS.npz OUTPUTS.json
+    <trl-python> tools/conformance_adapters/general/trl_adapter.py INPUTS.npz OUTPUTS.npz OUTPUTS.json
 """
 import sys
 import types

@@ -7,7 +7,7 @@ verl/workers/config/actor.py of the wheel); nothing is copied. Inputs are float3
 in float32. Settings are production-like: one process, the global counts passed explicitly
 (`dp_size=1`, `batch_num_tokens` = valid tokens, `global_batch_size` = every row, as the trainer does).
 
-    <verl-python> tools/conformance_adapters/verl_adapter.py INPUTS.npz OUTPUTS.npz OUTPUTS.json
+    <verl-python> tools/conformance_adapters/general/verl_adapter.py INPUTS.npz OUTPUTS.npz OUTPUTS.json
 """
 import sys
 

@@ -10,7 +10,7 @@ and run in float64 on the float32 rewards. The losses take a model; the one call
 (`common.compute_per_token_logps`, `common.compute_score`) is replaced by one returning the given
 log-probs or value predictions (below).
 
-    <tunix-python> tools/conformance_adapters/tunix_adapter.py INPUTS.npz OUTPUTS.npz OUTPUTS.json
+    <tunix-python> tools/conformance_adapters/general/tunix_adapter.py INPUTS.npz OUTPUTS.npz OUTPUTS.json
 """
 import importlib.metadata
 import sys
@@ -23,7 +23,7 @@ from _common import Recorder, load_inputs
 
 VERSION = importlib.metadata.version("google-tunix")
 assert VERSION == "0.1.7", VERSION
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "stubs"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "stubs"))
 from tunix_lite import install  # noqa: E402
 
 install()

@@ -7,7 +7,7 @@ clipped surrogate takes probability ratios exp(lp - old) and averages over all T
 is copied from rlax (rlax/_src/multistep.py, rlax/_src/policy_gradients.py, rlax/_src/losses.py are
 called). float32 throughout.
 
-    <rlax-python> tools/conformance_adapters/rlax_adapter.py INPUTS.npz OUTPUTS.npz OUTPUTS.json
+    <rlax-python> tools/conformance_adapters/general/rlax_adapter.py INPUTS.npz OUTPUTS.npz OUTPUTS.json
 """
 import importlib.metadata
 import sys

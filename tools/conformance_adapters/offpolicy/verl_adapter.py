@@ -7,14 +7,14 @@ compute_rollout_correction_and_rejection_mask), config/algorithm.py (RolloutCorr
 factories) and core_algos.py (compute_policy_loss_bypass_mode, compute_policy_loss_vanilla with
 rollout_is_weights). Nothing is copied. float32 throughout.
 
-    <verl-python> tools/conformance_offpolicy_adapters/verl_adapter.py INPUTS.npz OUTPUTS.npz OUTPUTS.json
+    <verl-python> tools/conformance_adapters/offpolicy/verl_adapter.py INPUTS.npz OUTPUTS.npz OUTPUTS.json
 """
 import dataclasses
 import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "conformance_adapters"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
