@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from ._checks import (as_float, as_ids, as_mask, check_absent, check_axes, check_choice, check_flag, check_number,
                             check_present, check_rank, stat_dtype)
-from ._ops import count_kept, dense_ids, masked_row_sums, sum_over
+from ._ops import count_kept, dense_ids, sum_over
 
 # %% auto #0
 __all__ = ['STATS_EPS', 'AGGREGATION_MODES', 'masked_mean', 'masked_whiten', 'global_masked_whiten', 'LossCounts', 'token_mean',
@@ -45,21 +45,9 @@ def masked_mean(x, mask, axis=None) -> jax.Array:
     if axis is not None:
         axis = check_axes(fn, axis, x.ndim)
     ct = stat_dtype(x.dtype)
-    if axis is None:
-        count, total = _masked_total(keep, x.astype(ct))
-    elif len(axis) == 1 and axis[0] % x.ndim == x.ndim - 1:  # per row: one pass
-        count, total = masked_row_sums(keep, x.astype(ct))
-    else:
-        total = jnp.where(keep, x.astype(ct), 0).sum(axis=axis)
-        count = keep.sum(axis=axis, dtype=jnp.int32)
-    return (total / (count.astype(ct) + STATS_EPS)).astype(x.dtype)
-
-
-def _masked_total(keep, x):
-    "(int32 count of the kept positions, sum of `x` over them) of an array of any shape, in one pass where it pays."
-    rows = keep.reshape(-1, keep.shape[-1]) if keep.ndim else keep.reshape(1, 1)
-    count, total = masked_row_sums(rows, x.reshape(rows.shape))
-    return count.sum(dtype=jnp.int32), total.sum()
+    total = jnp.where(keep, x.astype(ct), 0).sum(axis=axis)
+    count = keep.sum(axis=axis, dtype=ct)
+    return (total / (count + STATS_EPS)).astype(x.dtype)
 
 # %% ../nbs/01_reductions.ipynb #d3f50a81
 def _whiten(fn: str, x, mask, axis_name) -> jax.Array:
@@ -69,12 +57,11 @@ def _whiten(fn: str, x, mask, axis_name) -> jax.Array:
     ct = stat_dtype(x.dtype)
     xc = x.astype(ct)
     xs = jnp.where(keep, xc, 0)
-    n, total = _masked_total(keep, xc)
-    total, n = sum_over(axis_name, total, n)
+    total, n = sum_over(axis_name, xs.sum(), count_kept(keep))
     n = n.astype(ct)
     mean = total / (n + STATS_EPS)
     centred = jnp.where(keep, xs - mean, 0)
-    (sq,) = sum_over(axis_name, _masked_total(keep, (xs - mean) ** 2)[1])
+    (sq,) = sum_over(axis_name, (centred**2).sum())
     var = sq / (n + STATS_EPS) * (n / jnp.maximum(n - 1, 1))
     rstd = jax.lax.rsqrt(var + STATS_EPS)
     outside = (xc - jax.lax.stop_gradient(mean)) * jax.lax.stop_gradient(rstd)
@@ -156,8 +143,8 @@ def token_mean(x, mask, axis_name=None, counts=None) -> jax.Array:
     keep = as_mask(fn, mask, x.shape)
     counts = _check_counts(fn, counts)
     ct = stat_dtype(x.dtype)
-    count, total = _masked_total(keep, x.astype(ct))
-    total, count = sum_over(axis_name, total, count)
+    total = jnp.where(keep, x.astype(ct), 0).sum()
+    total, count = sum_over(axis_name, total, count_kept(keep))
     if counts is not None:
         count = counts.tokens
     return (total / jnp.maximum(count, 1).astype(ct)).astype(x.dtype)  # nothing kept: 0 / 1
@@ -188,7 +175,8 @@ def response_mean(x, mask, axis_name=None, counts=None) -> jax.Array:
     keep = as_mask(fn, mask, x.shape)
     counts = _check_counts(fn, counts)
     ct = stat_dtype(x.dtype)
-    row_n, row_sum = masked_row_sums(keep, x.astype(ct))
+    row_sum = jnp.where(keep, x.astype(ct), 0).sum(axis=-1)
+    row_n = count_kept(keep, axis=-1)
     total = (row_sum / jnp.maximum(row_n, 1).astype(ct)).sum()
     total, rows = sum_over(axis_name, total, jnp.asarray(x.shape[0], jnp.int32))
     if counts is not None:
@@ -239,7 +227,7 @@ def aggregate(x, mask, mode: str, axis_name=None, norm=None, counts=None) -> jax
     if mode == "seq-mean-token-mean":
         return response_mean(x, keep, axis_name, counts=counts)
     ct = stat_dtype(x.dtype)
-    total = _masked_total(keep, x.astype(ct))[1]
+    total = jnp.where(keep, x.astype(ct), 0).sum()
     if mode == "token-sum":
         (total,) = sum_over(axis_name, total)
         return total.astype(x.dtype)
