@@ -73,11 +73,14 @@ CASES = [
     "primitive:gather@64x2048",
     "primitive:blocked_matmul@64x2048",
     "primitive:masked_whiten@64x2048",
-    # the one-pass masked sum and count (`_ops.masked_row_sums`: a variadic reduction over 16 slices of each
-    # row), and the same variadic reduction over the whole row and over 32 slices, which it was chosen against
+    # the one-pass masked sum and count (tools/reduction_forms.py: a variadic reduction over 16 slices of each
+    # row; reverted from the library), and the same variadic reduction over the whole row and over 32 slices
     "primitive:masked_row_sums@256x4096",
     "primitive:variadic_row@256x4096",
     "primitive:variadic_slices32@256x4096",
+    # the same two forms on exp(x): a value computed in front of the reduction, as in a loss
+    "primitive:exp_masked_sum+count@256x4096",
+    "primitive:exp_masked_row_sums@256x4096",
 ]
 
 # cases that a dew_rl checkout from before the formulation existed cannot run (`bench.py --baseline`)

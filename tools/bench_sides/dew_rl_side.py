@@ -102,9 +102,13 @@ def spec(case: str):
         return blocked, ("advantages",), "BT"
     if name == "primitive:masked_whiten":
         return rl.masked_whiten, ("advantages", "mask"), "BT"
-    if name == "primitive:masked_row_sums":  # the one-pass masked sum and count of every reduction
-        from dew_rl._ops import masked_row_sums
-        return (lambda x, m: [s.sum() for s in masked_row_sums(m != 0, x)]), ("advantages", "mask"), "scalar"
+    if name in ("primitive:masked_row_sums", "primitive:exp_masked_row_sums"):  # the one-pass form (reverted)
+        from reduction_forms import masked_row_sums
+        pre = jnp.exp if "exp_" in name else (lambda x: x)
+        return (lambda x, m: [s.sum() for s in masked_row_sums(m != 0, pre(x))]), ("advantages", "mask"), "scalar"
+    if name == "primitive:exp_masked_sum+count":  # the library's plain form, on a value computed in front of it
+        return ((lambda x, m: (jnp.where(m != 0, jnp.exp(x), 0).sum(), count_kept(m != 0))), ("advantages", "mask"),
+                "scalar")
     if name in ("primitive:variadic_row", "primitive:variadic_slices32"):  # the forms it was chosen against
         def variadic(x, m):
             k = m != 0
