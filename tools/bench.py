@@ -16,6 +16,11 @@ times belong to this machine; the ratios are the claim. Nothing here is asserted
     python tools/bench.py --rounds 3      # fewer rounds
     python tools/bench.py --only gae      # cases whose name starts with "gae"
     python tools/bench.py --no-refs       # dew_rl and the floor only
+    python tools/bench.py --baseline REV  # also the dew_rl of commit REV, as "dew_rl[before]" (before/after)
+    python tools/bench.py --no-compile    # without the compile-time rows (tools/bench_compile.py)
+
+The run records the backend and its devices (data/bench.json "machine"); on an accelerator the same command
+runs unchanged, on whatever `jax.default_backend()` is.
 """
 from __future__ import annotations
 
@@ -26,6 +31,8 @@ import platform
 import statistics
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -74,8 +81,25 @@ def machine():
     except OSError:
         pass
     import jax
+    devices = jax.devices()
     return {"cpu": cpu, "cores": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-            "jax": jax.__version__, "jax_backend": jax.default_backend()}
+            "jax": jax.__version__, "jax_backend": jax.default_backend(), "device_count": len(devices),
+            "devices": sorted({f"{d.platform}: {d.device_kind}" for d in devices})}
+
+
+def unpack_baseline(rev: str) -> str:
+    "The dew_rl package of commit `rev`, unpacked into a temporary directory (for the dew_rl[before] side)."
+    out = tempfile.mkdtemp(prefix="dew_rl_baseline_")
+    tar = subprocess.run(["git", "archive", rev, "dew_rl"], cwd=str(ROOT), check=True, capture_output=True).stdout
+    tarfile.open(fileobj=__import__("io").BytesIO(tar)).extractall(out, filter="data")
+    return out
+
+
+def compile_rows() -> dict:
+    "tools/bench_compile.py in a fresh interpreter: the compile time of every estimator's and loss mode's stages."
+    res = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_compile.py"), "--json"], cwd=str(ROOT),
+                         check=True, capture_output=True, text=True, env=dict(os.environ, PYTHONNOUSERSITE="1"))
+    return json.loads(res.stdout.strip().splitlines()[-1])
 
 
 def main(argv=None) -> int:
@@ -84,6 +108,8 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default="")
     ap.add_argument("--no-refs", action="store_true")
     ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--baseline", default="", help="a commit whose dew_rl also runs, as dew_rl[before]")
+    ap.add_argument("--no-compile", action="store_true")
     a = ap.parse_args(argv)
     cases = [c for c in CASES if c.startswith(a.only)]
     own_env = dict(os.environ, PYTHONNOUSERSITE="1")
@@ -95,6 +121,13 @@ def main(argv=None) -> int:
                for label, flags in XLA_VARIANTS.items()]]
     versions = {"dew_rl": __import__("dew_rl").__version__, "floor": "-", "numpy": __import__("numpy").__version__,
                 **{label: f"XLA_FLAGS={flags}" for label, flags in XLA_VARIANTS.items()}}
+    if a.baseline:
+        rev = subprocess.run(["git", "rev-parse", "--short=12", a.baseline], cwd=str(ROOT), check=True,
+                             capture_output=True, text=True).stdout.strip()
+        print(f"[bench] starting the dew_rl side of {rev} (dew_rl[before])", flush=True)
+        sides.append(Side("dew_rl[before]", sys.executable, "dew_rl_side.py",
+                          dict(own_env, DEW_RL_BENCH_BASELINE=unpack_baseline(rev)), ("--baseline",)))
+        versions["dew_rl[before]"] = f"dew_rl at {rev}"
     if not a.no_refs:
         for name, script in (("verl", "verl_side.py"), ("rlax", "rlax_side.py"), ("tunix", "tunix_side.py")):
             python = refenvs.build(name)
@@ -132,9 +165,14 @@ def main(argv=None) -> int:
         ours = fw["dew_rl"]["median_ms"]
         row["ratios"] = {f"dew_rl/{k}": ours / v["median_ms"] for k, v in fw.items() if k != "dew_rl"}
         rows.append(row)
+    wall = round(time.time() - t_start, 1)
+    compiled = None
+    if not a.no_compile:
+        print("[bench] compile-time rows (tools/bench_compile.py)", flush=True)
+        compiled = compile_rows()
     result = {"machine": machine(), "versions": versions, "rounds": a.rounds,
-              "date": time.strftime("%Y-%m-%d", time.gmtime()), "wall_s": round(time.time() - t_start, 1),
-              "cases": rows}
+              "date": time.strftime("%Y-%m-%d", time.gmtime()), "wall_s": wall, "cases": rows,
+              **({"compile": compiled} if compiled else {})}
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")

@@ -45,10 +45,15 @@ CASES = [
     *[f"gae_two_level@{b}x2048" for b in B_SWEEP if b != 64],
     "gae_two_level@256x8192",
     "gae@8x128",
+    # two more formulations of the same outputs, timed here only (tools/gae_forms.py): an associative scan over
+    # the affine maps of the recursion, and blocks of 8 positions scanned associatively, joined by a scan
+    *[f"{form}@{s}" for form in ("gae_associative", "gae_blocked8") for s in ("64x2048", "64x8192", "256x2048")],
     "group_advantage@4096",
     "global_normalize@256x4096",
-    *[f"aggregate:{m}@256x4096" for m in ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean",
+    *[f"aggregate:{m}@256x4096" for m in ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean",
                                           "seq-mean-token-sum-norm")],
+    "masked_mean@256x4096",
+    "masked_whiten@256x4096",
     *[f"aggregate:seq-mean-token-mean@64x{t}" for t in T_SWEEP],
     *[f"aggregate:seq-mean-token-mean@{b}x2048" for b in B_SWEEP if b != 64],
     "aggregate:seq-mean-token-mean@8x128",
@@ -68,7 +73,18 @@ CASES = [
     "primitive:gather@64x2048",
     "primitive:blocked_matmul@64x2048",
     "primitive:masked_whiten@64x2048",
+    # the one-pass masked sum and count (tools/reduction_forms.py: a variadic reduction over 16 slices of each
+    # row; reverted from the library), and the same variadic reduction over the whole row and over 32 slices
+    "primitive:masked_row_sums@256x4096",
+    "primitive:variadic_row@256x4096",
+    "primitive:variadic_slices32@256x4096",
+    # the same two forms on exp(x): a value computed in front of the reduction, as in a loss
+    "primitive:exp_masked_sum+count@256x4096",
+    "primitive:exp_masked_row_sums@256x4096",
 ]
+
+# cases that a dew_rl checkout from before the formulation existed cannot run (`bench.py --baseline`)
+NEW_CASES = ("gae_associative", "gae_blocked8", "primitive:")
 
 
 # XLA:CPU settings the dew_rl side is also run under, on the cases below (label -> XLA_FLAGS): what the

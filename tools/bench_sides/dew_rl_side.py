@@ -1,17 +1,23 @@
 """`make bench`, the dew_rl side (and, with --floor, the memory floor): every case jitted, float32.
 
 With --variant, the same functions on a few cases only, under the XLA_FLAGS that tools/bench.py sets.
+With --baseline, the dew_rl of an earlier commit (unpacked by tools/bench.py into DEW_RL_BENCH_BASELINE),
+on the cases that checkout has: the before of a change, timed in the same interleaved rounds as the after.
 
 The floor of a case is a jitted function that reads the same inputs once and writes outputs of the
 same shapes once (their elementwise sum, reduced where the output is a scalar or per row); no loss
 can be faster on this machine than moving its data once. Both report the compiled function's
 temporary memory.
 """
+import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+BASELINE = "--baseline" in sys.argv
+if BASELINE:  # the earlier checkout's dew_rl comes first on the path
+    sys.path.insert(0, os.environ["DEW_RL_BENCH_BASELINE"])
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -20,7 +26,7 @@ import dew_rl as rl  # noqa: E402
 import dew_rl.objectives as obj  # noqa: E402
 from dew_rl._ops import count_kept  # noqa: E402
 from dew_rl._advantages.gae import _gae_two_level  # noqa: E402
-from bench_common import GROUP, VARIANT_CASES, serve  # noqa: E402
+from bench_common import GROUP, NEW_CASES, VARIANT_CASES, serve  # noqa: E402
 
 FLOOR = "--floor" in sys.argv
 VARIANT = "--variant" in sys.argv  # run under XLA_FLAGS set by tools/bench.py: only the cases it is compared on
@@ -38,9 +44,17 @@ def spec(case: str):
         return (lambda s: rl.group_advantage(s, GROUP)), ("scores",), "B"
     if name == "global_normalize":
         return rl.global_masked_whiten, ("advantages", "mask"), "BT"
+    if name in ("gae_associative", "gae_blocked8"):
+        import gae_forms
+        form = gae_forms.associative if name == "gae_associative" else gae_forms.blocked
+        return (lambda r, v, m: form(r, v, m, 1.0, 0.95)), ("token_rewards", "values", "mask"), "2xBT"
     if name.startswith("aggregate:"):
         mode = name.split(":", 1)[1]
         return (lambda x, m: rl.aggregate(x, m, mode)), ("advantages", "mask"), "scalar"
+    if name == "masked_mean":
+        return rl.masked_mean, ("advantages", "mask"), "scalar"
+    if name == "masked_whiten":
+        return rl.masked_whiten, ("advantages", "mask"), "BT"
     if name in ("k1", "k2", "k3"):
         return getattr(rl, f"{name}_kl"), ("log_probs", "ref_log_probs"), "BT"
     if name.startswith("ppo_dual_clip+"):
@@ -88,6 +102,22 @@ def spec(case: str):
         return blocked, ("advantages",), "BT"
     if name == "primitive:masked_whiten":
         return rl.masked_whiten, ("advantages", "mask"), "BT"
+    if name in ("primitive:masked_row_sums", "primitive:exp_masked_row_sums"):  # the one-pass form (reverted)
+        from reduction_forms import masked_row_sums
+        pre = jnp.exp if "exp_" in name else (lambda x: x)
+        return (lambda x, m: [s.sum() for s in masked_row_sums(m != 0, pre(x))]), ("advantages", "mask"), "scalar"
+    if name == "primitive:exp_masked_sum+count":  # the library's plain form, on a value computed in front of it
+        return ((lambda x, m: (jnp.where(m != 0, jnp.exp(x), 0).sum(), count_kept(m != 0))), ("advantages", "mask"),
+                "scalar")
+    if name in ("primitive:variadic_row", "primitive:variadic_slices32"):  # the forms it was chosen against
+        def variadic(x, m):
+            k = m != 0
+            ops = (jnp.where(k, x, 0), k.astype(jnp.float32))
+            if name.endswith("slices32"):
+                ops = tuple(o.reshape(o.shape[0], 32, -1) for o in ops)
+            parts = jax.lax.reduce(ops, (jnp.float32(0), jnp.float32(0)), lambda a, b: (a[0] + b[0], a[1] + b[1]), (1,))
+            return [p.sum() for p in parts]
+        return variadic, ("advantages", "mask"), "scalar"
     raise KeyError(case)
 
 
@@ -113,6 +143,10 @@ def build(case, data):
     if FLOOR:
         fn = floor(names, kind)
     args = [jnp.asarray(data[n]) for n in names]
+    if case.split("@")[0] in ("gae_associative", "gae_blocked8") and not FLOOR:  # the same outputs as gae, or no row
+        want = rl.gae(*args, 1.0, 0.95)
+        for got_, want_ in zip(jax.jit(fn)(*args), want):
+            assert float(jnp.max(jnp.abs(got_ - want_))) < 1e-4, case
     t0 = time.perf_counter()
     compiled = jax.jit(fn).lower(*args).compile()  # tracing, lowering and XLA compilation, timed alone
     compile_s = time.perf_counter() - t0
@@ -121,4 +155,4 @@ def build(case, data):
 
 
 if __name__ == "__main__":
-    serve(build, lambda case: case in VARIANT_CASES if VARIANT else True)
+    serve(build, lambda case: case in VARIANT_CASES if VARIANT else (not case.startswith(NEW_CASES) if BASELINE else True))

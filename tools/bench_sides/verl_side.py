@@ -45,8 +45,10 @@ def build(case, data):
         m1 = torch.ones(B, 1)
         index = np.array([str(i // GROUP) for i in range(B)], dtype=object)
         return lambda: ca.compute_grpo_outcome_advantage(tok, m1, index)
-    if name == "global_normalize":
+    if name in ("global_normalize", "masked_whiten"):
         return lambda: vf.masked_whiten(x["advantages"], x["mask"])
+    if name == "masked_mean":
+        return lambda: vf.masked_mean(x["advantages"], x["mask"])
     if name.startswith("aggregate:"):
         mode = name.split(":", 1)[1]
         B = x["mask"].shape[0]
@@ -93,7 +95,9 @@ def build(case, data):
 
 def has(case):
     name = case.split("@")[0]
-    if name in ("gae_two_level", "primitive:scan", "primitive:gather", "primitive:blocked_matmul"):
+    if name in ("gae_two_level", "gae_associative", "gae_blocked8", "primitive:scan", "primitive:gather",
+                "primitive:blocked_matmul", "primitive:masked_row_sums", "primitive:variadic_row",
+                "primitive:variadic_slices32", "primitive:exp_masked_sum+count", "primitive:exp_masked_row_sums"):
         return False
     return not (name.startswith("aggregate:") and name.split(":", 1)[1] not in
                 ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"))
