@@ -55,7 +55,7 @@ def _needs(config):
     if config.use_kl_loss:
         needs.append("ref_per_token_logps")
     if (config.tis_cap is not None or config.rollout_is is not None or config.rollout_rs is not None
-            or config.bypass_mode):
+            or config.m2_threshold is not None or config.bypass_mode):
         needs.append("behavior_per_token_logps")
     if config.advantage_estimator == "ppo":
         needs += ["old_values", "returns"]
@@ -109,10 +109,10 @@ def _hidden_and_unembedding(model, input_tokens, kwargs):
         return None
     if getattr(config, "use_tied_embedding", False):
         embedder = getattr(model, "embedder", None)
-        weight = None if embedder is None else embedder.input_embedding.value.T
+        weight = None if embedder is None else embedder.input_embedding[...].T
     else:
         head = getattr(model, "lm_head", None)
-        weight = None if head is None or not hasattr(head, "w") else head.w.value
+        weight = None if head is None or not hasattr(head, "w") else head.w[...]
     if weight is None:
         return None
     try:
@@ -122,7 +122,7 @@ def _hidden_and_unembedding(model, input_tokens, kwargs):
     hidden = nnx.pop(model, nnx.Intermediate).get("all_hidden_states")
     if hidden is None:
         return None
-    hidden = hidden.value if hasattr(hidden, "value") else hidden
+    hidden = hidden.get_value() if hasattr(hidden, "get_value") else hidden
     return (hidden[-1] if isinstance(hidden, tuple) else hidden), weight
 
 
@@ -168,16 +168,41 @@ def policy_log_probs(model, example, pad_id, eos_id, temperature=1.0, chunk_size
             rl.entropy_from_logits(logits, temperature), "logits")
 
 # %% ../nbs/05t_tunix.ipynb #bc038218
-def _policy_loss(config, name, chunk_size):
-    policy_config = dataclasses.replace(config, vf_coef=0.0) if config.advantage_estimator == "ppo" else config
+def _given_advantages(rollout, axis_name):
+    "custom_advantage for the in-loss stage 1: the advantages Tunix's estimator already computed."
+    return rollout.advantages
 
+
+def _corrects(config):
+    return (config.tis_cap is not None or config.rollout_is is not None or config.rollout_rs is not None
+            or config.m2_threshold is not None)
+
+
+def _loss(config, log_probs, entropy, ro):
+    "Stage 2 on a micro-batch; with a rollout correction, its weights and rejections first (stage 1, advantages kept)."
+    first = {}
+    if _corrects(config) and not config.bypass_mode:
+        if config.advantage_estimator == "ppo":
+            raise ValueError("dew_rl.tunix: a rollout correction with ppo is not supported (Tunix's PPOLearner "
+                             "keeps no sampler log-probs, and its GAE advantages are already whitened)")
+        rows = ro.mask.shape[0]
+        stage = dataclasses.replace(config, custom_advantage=_given_advantages, reward_post_process=None,
+                                    dynamic_sampling=False, overlong_buffer_len=None)
+        ro, first = obj.advantages(stage, dataclasses.replace(ro, rewards=jnp.zeros((rows,), jnp.float32),
+                                                              group_ids=jnp.arange(rows)))
+        first = {k: v for k, v in first.items() if k.startswith("rollout_corr/")}
+    policy_config = dataclasses.replace(config, vf_coef=0.0) if config.advantage_estimator == "ppo" else config
+    values = None if ro.old_values is None else jax.lax.stop_gradient(ro.old_values)  # the critic trains apart
+    loss, metrics = obj.loss(policy_config, log_probs, ro, values=values, entropy=entropy)
+    return loss, {**first, **metrics}
+
+
+def _policy_loss(config, name, chunk_size):
     def policy_loss_fn(model, train_example, algo_config, pad_id, eos_id, **kwargs):
         _require(config, train_example, name)
         temperature = getattr(algo_config, "temperature", 1.0)
         lp, ent, _ = policy_log_probs(model, train_example, pad_id, eos_id, temperature, chunk_size)
-        ro = train_example_rollout(config, train_example, lp)
-        values = None if ro.old_values is None else jax.lax.stop_gradient(ro.old_values)  # the critic trains apart
-        loss, metrics = obj.loss(policy_config, lp, ro, values=values, entropy=ent)
+        loss, metrics = _loss(config, lp, ent, train_example_rollout(config, train_example, lp))
         aux = dict(metrics)
         # the names Tunix's learners log by default (GRPOLearner: kl, pg_clipfrac; PPOLearner: pg_clipfrac)
         aux["pg_clipfrac"] = metrics.get("train/pg_clipfrac", jnp.float32(0.0))
@@ -284,12 +309,12 @@ def metric_names(config):
     list
         sorted metric names, as they appear in the policy loss's `aux`
     """
-    policy_config = dataclasses.replace(config, vf_coef=0.0) if config.advantage_estimator == "ppo" else config
-    rows = max(2, config.n_samples_per_prompt)
+    rows = 2 * max(2, config.n_samples_per_prompt)
     z = jnp.zeros((rows, 2), jnp.float32)
+    critic = z if config.advantage_estimator == "ppo" else None
     ro = obj.Rollout(mask=jnp.ones((rows, 2), bool), old_log_probs=z, ref_log_probs=z, behavior_log_probs=z,
-                     advantages=z, returns=z, old_values=z, group_ids=jnp.arange(rows) // max(1, rows // 2))
-    shapes = jax.eval_shape(lambda: obj.loss(policy_config, z, ro, values=z, entropy=z)[1])
+                     advantages=z + 1.0, returns=critic, old_values=critic)
+    shapes = jax.eval_shape(lambda: _loss(config, z, z, ro)[1])
     return sorted(shapes)
 
 
