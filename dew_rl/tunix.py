@@ -220,7 +220,8 @@ def _group_estimator(config, name):
                              f"{num_generations} but the dew_rl config has n_samples_per_prompt="
                              f"{config.n_samples_per_prompt}; set them equal")
         r = np.asarray(rewards, np.float32)
-        ro = obj.Rollout(mask=np.ones((r.shape[0], 1), bool), rewards=r,
+        z = np.zeros((r.shape[0], 1), np.float32)  # equal log-probs: a rollout correction's weights are 1 here
+        ro = obj.Rollout(mask=np.ones((r.shape[0], 1), bool), rewards=r, old_log_probs=z, behavior_log_probs=z,
                          group_ids=np.arange(r.shape[0]) // num_generations)
         ro, _ = obj.advantages(config, ro)
         return np.asarray(ro.advantages[:, 0])
@@ -258,7 +259,7 @@ def _has_group_stage(config):
     record = obj.ESTIMATOR_RECORDS[config.advantage_estimator]
     stage = record.advantage
     return (stage is not None and stage.group and stage.normalise is None and not config.dynamic_sampling
-            and config.overlong_buffer_len is None and config.kl_coef == 0)
+            and config.overlong_buffer_len is None and config.kl_coef == 0 and config.m2_threshold is None)
 
 # %% ../nbs/05t_tunix.ipynb #a391f8b3
 def register(config, name=None, chunk_size=None):
