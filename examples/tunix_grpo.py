@@ -1,7 +1,8 @@
 """Tunix's own GRPOLearner (its RL cluster, vanilla sampler and trainer) training a shrunk Qwen3 with a dew_rl loss.
 
     python examples/tunix_grpo.py --estimator grpo --steps 3            # a smoke run (what the test does)
-    python examples/tunix_grpo.py --estimator dapo --steps 200 --json out.json   # the reward curve
+    python examples/tunix_grpo.py --estimator grpo --steps 300 --prompts 8 --curve data/tunix_grpo_curve.json
+    python examples/tunix_grpo.py --estimator dapo --steps 300 --prompts 8 --curve data/tunix_grpo_curve.json
 
 The model is `tunix.models.qwen3.Qwen3`, shrunk to two layers, a 24-word vocabulary and width 32, and
 randomly initialised (nothing is downloaded); the tokenizer is Tunix's own word-level `MockVocab` with
@@ -30,7 +31,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
+from pathlib import Path
 import warnings
 
 warnings.filterwarnings("ignore", message="IProgress not found")
@@ -124,6 +127,7 @@ def main(argv=None):
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="write the per-step log and the summary here")
+    parser.add_argument("--curve", default=None, help="add this run's reward curve to a JSON file (nbs/05t_tunix reads it)")
     args = parser.parse_args(argv)
 
     learner, ours, actor = build(args.estimator, args.lr, args.temperature, args.seed)
@@ -158,6 +162,15 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"steps": steps, "summary": summary}, f, indent=1)
+    if args.curve:
+        path = Path(args.curve)
+        curves = json.loads(path.read_text()) if path.exists() else {}
+        keep = ("rewards/train/score/mean", "actor/train/train/loss", "actor/train/train/entropy",
+                "actor/train/train/pg_clipfrac", "seconds")
+        curves[args.estimator] = {"command": "python examples/tunix_grpo.py " + " ".join(argv or sys.argv[1:]),
+                                  "summary": {k: v for k, v in summary.items() if k != "metric_names"},
+                                  "steps": {k: [row.get(k) for row in steps] for k in keep}}
+        path.write_text(json.dumps(curves, indent=1) + "\n")
     return summary
 
 
