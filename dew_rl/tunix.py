@@ -247,11 +247,16 @@ def _value_loss(config):
         scores = _tunix_common.compute_score(model, train_example.prompt_ids, train_example.completion_ids,
                                              pad_id, eos_id, stop_gradient=False)
         vpreds = scores[:, -width - 1:-1]
-        terms = rl.clipped_value_loss_terms(vpreds, train_example.returns, train_example.old_values,
-                                            config.cliprange_value)
+        returns, old = train_example.returns, train_example.old_values
+        terms = rl.clipped_value_loss_terms(vpreds, returns, old, config.cliprange_value)
         vf = rl.aggregate(terms, mask, config.loss_agg_mode, norm=obj.loss_norm(config, mask.shape[1]))
-        return config.vf_coef * vf, {"train/vf_loss": vf, "vpred_mean": rl.token_mean(vpreds, mask),
-                                     "vf_clipfrac": rl.token_mean(jnp.float32(0.0) * vpreds, mask)}
+        clipped = jnp.clip(vpreds, old - config.cliprange_value, old + config.cliprange_value)
+        clipfrac = ((clipped - returns) ** 2 > (vpreds - returns) ** 2).astype(jnp.float32)  # the clipped branch won
+        metrics = {"train/vf_loss": vf, "train/vf_clipfrac": rl.aggregate(clipfrac, mask, config.loss_agg_mode,
+                                                                          norm=obj.loss_norm(config, mask.shape[1]))}
+        # the names PPOLearner logs for the critic by default: token means, as Tunix reports them
+        return config.vf_coef * vf, {**jax.lax.stop_gradient(metrics), "vpred_mean": rl.token_mean(vpreds, mask),
+                                     "vf_clipfrac": rl.token_mean(clipfrac, mask)}
     return value_loss_fn
 
 
@@ -338,7 +343,7 @@ def log_metrics(learner, config):
     learner.rl_cluster.actor_trainer.with_rl_metrics_to_log({k: np.mean for k in names + ["pg_clipfrac", "kl"]})
     if config.advantage_estimator == "ppo":
         learner.rl_cluster.critic_trainer.with_rl_metrics_to_log(
-            {"train/vf_loss": np.mean, "vpred_mean": np.mean, "vf_clipfrac": np.mean})
+            {"train/vf_loss": np.mean, "train/vf_clipfrac": np.mean, "vpred_mean": np.mean, "vf_clipfrac": np.mean})
     return names
 
 # %% ../nbs/05t_tunix.ipynb #2e61ad98

@@ -20,6 +20,7 @@ pytest.importorskip("tunix")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 import tunix_equality as eq  # noqa: E402
 
+import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from flax import nnx  # noqa: E402
 from tunix.rl import common, function_registry  # noqa: E402
@@ -157,3 +158,37 @@ def test_metric_names_are_the_loss_metrics(model):
     example, _ = eq.batch(model)
     _, aux = _call(config, example, model, "t_names")
     assert dt.metric_names(config) == sorted(k for k in aux if k.startswith("train/"))
+
+
+class _Critic(nnx.Module):
+    """A value head on the tiny Qwen3's last hidden state (as Tunix's own tests build a critic)."""
+
+    def __init__(self, backbone, rngs):
+        self.backbone = backbone
+        self.score = nnx.Linear(32, 1, use_bias=False, rngs=rngs)
+
+    def __call__(self, *args, **kwargs):
+        self.backbone(*args, **kwargs, output_hidden_states=True)
+        hidden = nnx.pop(self.backbone, nnx.Intermediate)["all_hidden_states"]
+        return self.score(hidden.get_value()[-1])
+
+
+def test_ppo_value_loss_equals_tunix(model):
+    critic = _Critic(eq.tiny_qwen3(seed=5), nnx.Rngs(6))
+    example, _ = eq.batch(model, ppo=True, ref=False)
+    name = dt.register(obj.ppo(vf_coef=1.0, cliprange_value=0.2), "t_ppo_value")
+
+    def run(fn):
+        f = lambda m: fn(m, example, 0.2, eq.PAD, eq.EOS)  # noqa: E731
+        (loss, aux), grad = nnx.value_and_grad(f, has_aux=True)(critic)
+        return float(loss), {k: float(v) for k, v in aux.items()}, [np.asarray(g) for g in jax.tree.leaves(grad)]
+
+    loss_t, aux_t, grad_t = run(function_registry.get_value_loss_fn("ppo"))
+    loss_d, aux_d, grad_d = run(function_registry.get_value_loss_fn(name))
+    np.testing.assert_allclose(loss_d, loss_t, **LOSS)
+    for key in ("vpred_mean", "vf_clipfrac"):
+        np.testing.assert_allclose(aux_d[key], aux_t[key], err_msg=key, **METRIC)
+    assert 0.0 < aux_t["vf_clipfrac"] < 1.0  # both branches occur
+    np.testing.assert_allclose(aux_d["train/vf_loss"], aux_t["vf_loss"], **METRIC)
+    scale = max(float(np.max(np.abs(g))) for g in grad_t)
+    assert max(float(np.max(np.abs(a - b))) for a, b in zip(grad_t, grad_d)) <= GRAD_REL * scale and scale > 1e-3
