@@ -28,7 +28,7 @@ setuptools.setup(
     packages=setuptools.find_packages(include=["dew_rl", "dew_rl.*"]),
     python_requires=f">={cfg['min_python']}",
     install_requires=cfg["requirements"].split(),
-    extras_require={"dev": cfg["dev_requirements"].split()},
+    extras_require={"dev": cfg["dev_requirements"].split(), "tunix": cfg["tunix_requirements"].split()},
     classifiers=[
         "Development Status :: 3 - Alpha",
         "Intended Audience :: Science/Research",

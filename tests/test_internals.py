@@ -1,7 +1,7 @@
 """The library's internals: one public surface, documented functions, one rule for hyper-parameters.
 
 - The implementation modules are private (`dew_rl._reductions`, `dew_rl._advantages.gae`, ...); the
-  public namespaces are `dew_rl`, `dew_rl.objectives` and `dew_rl.testing`. Every layer module's
+  public namespaces are `dew_rl`, `dew_rl.objectives`, `dew_rl.testing` and the optional `dew_rl.tunix`. Every layer module's
   `__all__` lists only names that `dew_rl` exports (the shared internals `_checks` and `_ops` list
   their own), and no module imports an underscored name from another layer: only from the shared
   internals or from its own layer.
@@ -48,13 +48,13 @@ def _may_import_private(importer: str, module: str) -> bool:
 # the library never does); neither is a layer whose names `dew_rl` re-exports
 TOOLING = ("dew_rl.testing", "dew_rl._exact")
 LAYER_MODULES = [m for m in map(_name, MODULES)
-                 if m not in ("dew_rl", *TOOLING, *SHARED_INTERNALS) and _layer(m) != "objectives"]
+                 if m not in ("dew_rl", *TOOLING, *SHARED_INTERNALS) and _layer(m) not in ("objectives", "tunix")]
 PUBLIC_MODULES = LAYER_MODULES + ["dew_rl.objectives"]
 
 
 def test_implementation_modules_are_private():
     public = sorted(m for m in map(_name, MODULES) if not any(p.startswith("_") for p in m.split(".")[1:]))
-    assert public == ["dew_rl", "dew_rl.objectives", "dew_rl.testing"], public
+    assert public == ["dew_rl", "dew_rl.objectives", "dew_rl.testing", "dew_rl.tunix"], public
 
 
 @pytest.mark.parametrize("module", PUBLIC_MODULES)

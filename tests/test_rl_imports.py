@@ -1,8 +1,9 @@
 """The import arrow of dew_rl points one way.
 
-    _checks, _ops  <-  _reductions  <-  _advantages, _surrogates, _logits  <-  objectives
+    _checks, _ops  <-  _reductions  <-  _advantages, _surrogates, _logits  <-  objectives  <-  tunix
 
-- Nothing outside `dew_rl/objectives` imports `dew_rl.objectives`, not even `dew_rl/__init__.py`.
+- Nothing outside `dew_rl/objectives` imports `dew_rl.objectives`, not even `dew_rl/__init__.py`, but the
+  optional adapter `dew_rl.tunix`, which sits above it (nothing imports the adapter).
 - The private internals (`_checks`: input checking; `_ops`: shared numerics) import nothing from
   `dew_rl`, and every layer may import them.
 - The reductions layer imports nothing else from `dew_rl`.
@@ -60,7 +61,9 @@ ALLOWED = {  # layer -> layers it may import from
     "_surrogates": {"_surrogates", "_reductions"} | PRIVATE,
     "_logits": {"_logits", "_reductions"} | PRIVATE,
     "objectives": {"objectives", "_advantages", "_surrogates", "_reductions", "_logits"} | PRIVATE,
-    "_exact": {"_checks", "_ops"},  # test tooling (the exact-gradient harness): the library never imports it
+    "_exact": {"_checks", "_ops"},
+    # the optional Tunix adapter (`pip install ".[tunix]"`): above objectives, imported by nothing in the package
+    "tunix": {"tunix", "objectives"} | PRIVATE,  # test tooling (the exact-gradient harness): the library never imports it
 }
 
 
@@ -71,7 +74,7 @@ def test_walk_finds_the_package():
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PKG.parent)))
 def test_nothing_outside_objectives_imports_objectives(path):
-    if _layer(_module_name(path)) == "objectives":
+    if _layer(_module_name(path)) in ("objectives", "tunix"):
         return
     bad = sorted(m for m in _imports(path) if m == "dew_rl.objectives" or m.startswith("dew_rl.objectives."))
     assert not bad, f"{path.relative_to(PKG.parent)} imports {bad}: nothing outside dew_rl/objectives may"
@@ -86,7 +89,7 @@ def test_layers_import_only_downwards(path):
         return
     bad = sorted(m for m in _imports(path)
                  if m != "dew_rl" and _layer(m) not in ALLOWED[layer] and _layer(m) != "_modidx")
-    if layer != "objectives":  # the top layer may use the public namespace (`import dew_rl as rl`); nothing below may
+    if layer not in ("objectives", "tunix"):  # the top layers may use the public namespace (`import dew_rl as rl`); nothing below may
         bad += sorted(m for m in _imports(path) if m == "dew_rl")
     assert not bad, f"{path.relative_to(PKG.parent)} ({layer}) imports {bad}; allowed: {sorted(ALLOWED[layer])}"
 
@@ -98,3 +101,11 @@ def test_the_checker_sees_a_violation(tmp_path):
     probe.write_text("import jax\n\ndef _late():\n    from .objectives import x\n    import dew_rl._advantages\n")
     found = _imports(probe, probe.parent)
     assert "dew_rl.objectives" in found and "dew_rl._advantages" in found, found
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PKG.parent)))
+def test_nothing_imports_the_tunix_adapter(path):
+    if _layer(_module_name(path)) == "tunix":
+        return
+    bad = sorted(m for m in _imports(path) if m == "dew_rl.tunix" or m.startswith("dew_rl.tunix."))
+    assert not bad, f"{path.relative_to(PKG.parent)} imports {bad}: dew_rl.tunix is optional, nothing may import it"

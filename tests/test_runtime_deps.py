@@ -2,7 +2,9 @@
 
 Importing every module of `dew_rl` in a fresh interpreter must load nothing outside the standard
 library, JAX (with its own dependencies) and NumPy: no matplotlib, fastcore, nbdev or IPython, which
-are development extras. `settings.ini` must declare exactly `jax numpy` as requirements.
+are development extras. `settings.ini` must declare exactly `jax numpy` as requirements. The one
+exception is the optional adapter `dew_rl.tunix` (`pip install ".[tunix]"`): `import dew_rl` never
+loads it or Tunix, and without Tunix importing it is an ImportError that says what to install.
 """
 import configparser
 import json
@@ -22,7 +24,8 @@ import jax
 baseline = set(sys.modules)
 import dew_rl
 for m in pkgutil.walk_packages(dew_rl.__path__, "dew_rl."):
-    importlib.import_module(m.name)
+    if m.name != "dew_rl.tunix":  # the optional extra, checked below
+        importlib.import_module(m.name)
 print(json.dumps(sorted({name.split(".")[0] for name in set(sys.modules) - baseline})))
 """
 
@@ -38,3 +41,24 @@ def test_declared_requirements():
     cfg = configparser.ConfigParser(delimiters=["="])
     cfg.read(ROOT / "settings.ini")
     assert sorted(cfg["DEFAULT"]["requirements"].split()) == ["jax", "numpy"]
+
+
+def test_import_dew_rl_never_loads_tunix():
+    probe = "import sys, dew_rl, dew_rl.objectives; print(sorted(m for m in sys.modules if m.split('.')[0] in ('tunix', 'flax') or m == 'dew_rl.tunix'))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout
+
+
+def test_without_tunix_the_adapter_says_what_to_install():
+    # sys.modules["tunix"] = None makes `import tunix...` fail as it does where the package is absent
+    probe = ("import sys; sys.modules['tunix'] = None\n"
+             "try:\n    import dew_rl.tunix\nexcept ImportError as e:\n    print('ImportError:', e)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert 'ImportError: dew_rl.tunix needs Tunix' in out.stdout and 'pip install ".[tunix]"' in out.stdout, out.stdout
+
+
+def test_the_tunix_extra_is_declared():
+    cfg = configparser.ConfigParser(delimiters=["="])
+    cfg.read(ROOT / "settings.ini")
+    assert cfg["DEFAULT"]["tunix_requirements"].split() == ["google-tunix==0.1.7"]
+    assert "google-tunix==0.1.7" in cfg["DEFAULT"]["dev_requirements"].split()  # make test installs it
