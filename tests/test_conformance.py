@@ -107,9 +107,23 @@ def test_outputs_are_small(name):
 def test_inputs_are_the_stored_ones(name):
     inputs = suite(name).make_inputs()
     assert sorted(stored_inputs(name)) == sorted(inputs)
+    def scale(key):   # the largest finite magnitude among the float arrays of the same case ("in/b/...")
+        case = key.rsplit("/", 1)[0]
+        vals = [np.abs(np.asarray(a, np.float64)) for kk, a in inputs.items()
+                if kk.rsplit("/", 1)[0] == case and np.issubdtype(np.asarray(a).dtype, np.floating)]
+        return max([1.0] + [float(a[np.isfinite(a)].max(initial=0.0)) for a in vals])
+
     for k, v in inputs.items():
-        np.testing.assert_array_equal(stored(name)[k], v, err_msg=k)
-    suite(name).frozen_outputs(inputs)   # the frozen fixtures were made from these inputs (else SystemExit)
+        if np.issubdtype(np.asarray(v).dtype, np.floating):
+            # A float32 matmul (NumPy's BLAS picks its kernel by CPU) may round a last bit differently on
+            # another machine (seen: the distill suite's logits, 1 ulp, and the log-probs of the case whose
+            # logits reach 1e4, ~1e-3): the draw is the same to a few float32 ulps of the case's largest value.
+            np.testing.assert_allclose(stored(name)[k], v, rtol=1e-6, atol=4 * np.finfo(np.float32).eps * scale(k),
+                                       err_msg=k)
+        else:
+            np.testing.assert_array_equal(stored(name)[k], v, err_msg=k)
+    stored_arrays = {k: stored(name)[k] for k in inputs}
+    suite(name).frozen_outputs(stored_arrays)   # the frozen fixtures were made from these inputs (else SystemExit)
 
 
 @pytest.mark.parametrize("name", SUITES)
