@@ -128,7 +128,7 @@ CHAPTER_GROUPS = [
     ("Off-policy correction", ["03f_importance_weights", "03l_rollout_correction", "03m_mismatch_diagnostics",
                                "03n_off_policy_terms"]),
     ("Preference and distillation", ["03g_preference", "03o_preference_family", "03p_distillation"]),
-    ("Objectives", ["04a_objectives", "04b_estimators", "04c_monitoring", "05t_tunix"]),
+    ("Objectives", ["04a_objectives", "04b_estimators", "04e_config_fields", "04f_pieces", "04c_monitoring", "05t_tunix"]),
     ("Evidence", ["06_conformance", "08_exact_gradients", "08b_offpolicy_bias", "08c_gradient_claims",
                   "05_learning_curves", "07_benchmarks"]),
     ("Reference", ["99_api", "api/index", "98_sources", "references"]),

@@ -170,8 +170,9 @@ def test_coefficients_are_leaves_and_a_schedule_compiles_once():
     assert len(traces) == 1
     assert len(set(values)) == 4
     names = [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_flatten_with_path(cfg)[0]]
-    assert names == [".kl_loss_coef", ".entropy_coeff", ".clip_ratio_low", ".clip_ratio_high", ".clip_ratio_c", ".tis_cap",
-                     ".opd_kl_coef"]    # read by grpo, so a leaf whatever its value (0 here)
+    # the leaves in the order the fields are declared; opd_kl_coef is read by grpo, so a leaf whatever its value (0 here)
+    assert names == [".kl_loss_coef", ".clip_ratio_low", ".clip_ratio_high", ".clip_ratio_c", ".tis_cap", ".entropy_coeff",
+                     ".opd_kl_coef"]
     assert hash(cfg) == hash(obj.grpo(n_samples_per_prompt=G, use_kl_loss=True, kl_loss_coef=0.01, entropy_coeff=0.001,
                                       tis_cap=2.0))
 

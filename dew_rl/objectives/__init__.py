@@ -6,18 +6,18 @@
 __all__ = ['EmptyBatchError', 'COEFFICIENTS', 'ESTIMATOR_RECORDS', 'FIELD_DEFAULTS', 'LOSS_MODES', 'ROLLOUT_MODES',
            'AdvantageStage', 'ConfigFields', 'Estimator', 'Field', 'ObjectiveConfig', 'PolicyStage', 'PreferencePairs',
            'RawAdvantages', 'Rollout', 'advantages', 'loss', 'loss_counts', 'loss_norm', 'objective', 'preference_loss',
-           'register_estimator', 'register_loss_mode', 'rollout_correction_preset', 'DEFAULT_AGGREGATION', 'ESTIMATORS',
-           'GROUP_ESTIMATORS', 'RECIPES', 'fields_read', 'reinforce_plus_plus', 'reinforce_plus_plus_baseline', 'grpo',
-           'dr_grpo', 'dapo', 'gspo', 'sapo', 'cispo', 'rloo', 'ppo', 'dpo', 'gdpo', 'opo', 'grpo_passk', 'gpg',
-           'remax', 'optimal_token_baseline', 'on_policy_distillation']
+           'register_estimator', 'register_loss_mode', 'rollout_correction_preset', 'describe', 'DEFAULT_AGGREGATION',
+           'ESTIMATORS', 'GROUP_ESTIMATORS', 'RECIPES', 'fields_read', 'reinforce_plus_plus',
+           'reinforce_plus_plus_baseline', 'grpo', 'dr_grpo', 'dapo', 'gspo', 'sapo', 'cispo', 'rloo', 'ppo', 'dpo',
+           'gdpo', 'opo', 'grpo_passk', 'gpg', 'remax', 'optimal_token_baseline', 'on_policy_distillation']
 
-# %% ../../nbs/04d_objectives_api.ipynb #83f76ff0
+# %% ../../nbs/04d_objectives_api.ipynb #4c8a0cb6
 from .._checks import EmptyBatchError
 from ._core import (COEFFICIENTS, ESTIMATOR_RECORDS, FIELD_DEFAULTS, LOSS_MODES, ROLLOUT_MODES,
                                      AdvantageStage, ConfigFields, Estimator, Field, ObjectiveConfig, PolicyStage,
                                      PreferencePairs, RawAdvantages, Rollout, advantages, loss, loss_counts, loss_norm,
                                      objective, preference_loss, register_estimator, register_loss_mode,
-                                     rollout_correction_preset)
+                                     rollout_correction_preset, describe)
 from ._estimators import (DEFAULT_AGGREGATION, ESTIMATORS, GROUP_ESTIMATORS, RECIPES, cispo, dapo,
                                            dpo, dr_grpo, fields_read, gdpo, gpg, grpo, grpo_passk, gspo, opo,
                                            on_policy_distillation, optimal_token_baseline, ppo, reinforce_plus_plus, reinforce_plus_plus_baseline,
@@ -26,7 +26,7 @@ from ._estimators import (DEFAULT_AGGREGATION, ESTIMATORS, GROUP_ESTIMATORS, REC
 _all_ = ["EmptyBatchError", "COEFFICIENTS", "ESTIMATOR_RECORDS", "FIELD_DEFAULTS", "LOSS_MODES", "ROLLOUT_MODES",
          "AdvantageStage", "ConfigFields", "Estimator", "Field", "ObjectiveConfig", "PolicyStage", "PreferencePairs",
          "RawAdvantages", "Rollout", "advantages", "loss", "loss_counts", "loss_norm", "objective", "preference_loss",
-         "register_estimator", "register_loss_mode", "rollout_correction_preset", "DEFAULT_AGGREGATION", "ESTIMATORS", "GROUP_ESTIMATORS", "RECIPES",
+         "register_estimator", "register_loss_mode", "rollout_correction_preset", "describe", "DEFAULT_AGGREGATION", "ESTIMATORS", "GROUP_ESTIMATORS", "RECIPES",
          "fields_read", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "grpo", "dr_grpo", "dapo", "gspo", "sapo",
          "cispo", "rloo", "ppo", "dpo", "gdpo", "opo", "grpo_passk", "gpg", "remax", "optimal_token_baseline",
          "on_policy_distillation"]
