@@ -192,3 +192,31 @@ def test_ppo_value_loss_equals_tunix(model):
     np.testing.assert_allclose(aux_d["train/vf_loss"], aux_t["vf_loss"], **METRIC)
     scale = max(float(np.max(np.abs(g))) for g in grad_t)
     assert max(float(np.max(np.abs(a - b))) for a, b in zip(grad_t, grad_d)) <= GRAD_REL * scale and scale > 1e-3
+
+
+
+def test_the_hidden_state_path_never_forms_the_logits_under_jit():
+    """Under jit (Tunix's trainer jits the step), dew_rl's loss on a model that sows its last hidden state has
+    no [B, L, V] array in the compiled forward and backward pass: the logits the model returns are dead code,
+    and linear_log_probs_and_entropy works over vocabulary chunks. Tunix's own loss, on the same model, has them
+    (so the check can fail)."""
+    row = eq.fused_check()
+    assert row["path"] == "hidden"
+    assert row["tunix_vocab_shapes"], row
+    assert not row["dew_rl_vocab_shapes"], row
+    assert row["tunix_temp_bytes"] >= row["logits_bytes"] > row["dew_rl_temp_bytes"], row
+
+
+def test_a_model_without_hidden_state_output_falls_back_to_its_logits():
+    """Tunix 0.1.7's Llama 3 has no `output_hidden_states`: the loss takes the logits it returns, and equals
+    Tunix's own log-probs."""
+    from tunix.models.llama3 import model as llama3
+    config = llama3.ModelConfig(num_layers=1, vocab_size=eq.VOCAB, embed_dim=32, hidden_dim=64, num_heads=2,
+                                head_dim=16, num_kv_heads=1, rope_theta=10_000, norm_eps=1e-6)
+    model = llama3.Llama3(config, rngs=nnx.Rngs(0))
+    example, _ = eq.batch(model)
+    lp, _, path = dt.policy_log_probs(model, example, eq.PAD, eq.EOS)
+    assert path == "logits"
+    ref = common.compute_per_token_logps(*nnx.split(model), example.prompt_ids, example.completion_ids, eq.PAD, eq.EOS)
+    mask = np.asarray(example.completion_mask)
+    np.testing.assert_allclose(np.asarray(lp)[mask], np.asarray(ref)[mask], rtol=1e-5, atol=2e-6)
