@@ -220,3 +220,15 @@ def test_a_model_without_hidden_state_output_falls_back_to_its_logits():
     ref = common.compute_per_token_logps(*nnx.split(model), example.prompt_ids, example.completion_ids, eq.PAD, eq.EOS)
     mask = np.asarray(example.completion_mask)
     np.testing.assert_allclose(np.asarray(lp)[mask], np.asarray(ref)[mask], rtol=1e-5, atol=2e-6)
+
+
+def test_ppo_settings_that_disagree_with_tunix_are_named():
+    name = dt.register(obj.ppo(cliprange_value=0.2), "t_ppo_settings")
+    with pytest.raises(ValueError, match=r"PPOConfig\(gamma=0\.99, gae_lambda=0\.95\).*gamma=1\.0"):
+        function_registry.get_advantage_estimator(name)(
+            rewards=jnp.zeros((2, 3)), values=jnp.zeros((2, 3)), completion_mask=jnp.ones((2, 3), bool),
+            gamma=0.99, gae_lambda=0.95)
+    model = eq.tiny_qwen3()
+    example, _ = eq.batch(model, ppo=True, ref=False)
+    with pytest.raises(ValueError, match=r"PPOConfig\(clip_range_value=0\.5\).*cliprange_value=0\.2"):
+        function_registry.get_value_loss_fn(name)(model, example, 0.5, eq.PAD, eq.EOS)
