@@ -3,6 +3,7 @@
     python examples/tunix_grpo.py --estimator grpo --steps 3            # a smoke run (what the test does)
     python examples/tunix_grpo.py --estimator grpo --steps 300 --prompts 8 --curve data/tunix_grpo_curve.json
     python examples/tunix_grpo.py --estimator dapo --steps 300 --prompts 8 --curve data/tunix_grpo_curve.json
+    python examples/tunix_grpo.py --estimator ppo --steps 300 --prompts 8 --curve data/tunix_grpo_curve.json
 
 The model is `tunix.models.qwen3.Qwen3`, shrunk to two layers, a 24-word vocabulary and width 32, and
 randomly initialised (nothing is downloaded); the tokenizer is Tunix's own word-level `MockVocab` with
@@ -167,14 +168,15 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--prompts", type=int, default=4,
                         help="prompts per step (each sampled G=4 times; PPO: once, so it gets 4x as many prompts)")
-    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--lr", type=float, default=None, help="Adam's rate; default 3e-3, for PPO 1e-3 (actor and critic)")
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="write the per-step log and the summary here")
     parser.add_argument("--curve", default=None, help="add this run's reward curve to a JSON file (nbs/05t_tunix reads it)")
     args = parser.parse_args(argv)
 
-    learner, ours, actor = build(args.estimator, args.lr, args.temperature, args.seed)
+    lr = args.lr if args.lr is not None else (1e-3 if args.estimator == "ppo" else 3e-3)
+    learner, ours, actor = build(args.estimator, lr, args.temperature, args.seed)
     trained = learner.rl_cluster.actor_trainer.model  # the cluster's copy of the actor, which the trainer updates
     critic = learner.rl_cluster.critic_trainer.model if args.estimator == "ppo" else None
     params = lambda m: jax.tree.map(np.array, nnx.state(m, nnx.Param))  # noqa: E731
