@@ -7,7 +7,9 @@ loss, the gradient w.r.t. every parameter and each metric equal to float32 round
 by a token mean where dew_rl reduces like the loss are compared with dew_rl reduced by a token mean, and
 differ from dew_rl as configured. Tunix's advantage estimators (float64 NumPy for the group ones) are
 compared with the ones `register` adds (float32). Also: the hidden-state path equals Tunix's own
-log-probs, the errors that name a missing field and its Tunix setting, and the name selection.
+log-probs and, compiled under jit, forms no [B, L, V] array (Tunix's own loss does); a model without
+`output_hidden_states` (Llama 3) falls back to its logits; the errors that name a missing field or a PPOConfig
+setting that disagrees, with the Tunix setting to change; and the name selection.
 """
 import sys
 from pathlib import Path
