@@ -8,6 +8,7 @@ __all__ = ['SamplerTrainExample', 'train_example_rollout', 'policy_log_probs', '
 
 # %% ../nbs/05t_tunix.ipynb #e5fad552
 import dataclasses
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -169,6 +170,9 @@ def policy_log_probs(model, example, pad_id, eos_id, temperature=1.0, chunk_size
             rl.entropy_from_logits(logits, temperature), "logits")
 
 # %% ../nbs/05t_tunix.ipynb #bc038218
+_STAGE_ONE = threading.local()  # the last call of a dew_rl estimator in this thread (Tunix may prepare data in threads)
+
+
 def _given_advantages(rollout, axis_name):
     "custom_advantage for the in-loss stage 1: the advantages Tunix's estimator already computed."
     return rollout.advantages
@@ -224,10 +228,9 @@ def _group_estimator(config, name):
         z = np.zeros((r.shape[0], 1), np.float32)  # equal log-probs: a rollout correction's weights are 1 here
         ro = obj.Rollout(mask=np.ones((r.shape[0], 1), bool), rewards=r, old_log_probs=z, behavior_log_probs=z,
                          group_ids=np.arange(r.shape[0]) // num_generations)
-        advantage_estimator.last_call = (config, ro)  # for the rollout/* metrics, with the token mask (see below)
+        _STAGE_ONE.call = (config, ro)  # for the rollout/* metrics, with the token mask (see below)
         ro, _ = obj.advantages(config, ro)
         return np.asarray(ro.advantages[:, 0])
-    advantage_estimator.last_call = None
     return advantage_estimator
 
 
@@ -239,10 +242,9 @@ def _gae_estimator(config, name):
                              "set them equal")
         ro = obj.Rollout(mask=jnp.asarray(completion_mask).astype(bool), token_rewards=jnp.asarray(rewards, jnp.float32),
                          old_values=jnp.asarray(values, jnp.float32))
-        advantage_estimator.last_call = (config, ro)
+        _STAGE_ONE.call = (config, ro)
         ro, _ = obj.advantages(config, ro)
         return ro.advantages, ro.returns
-    advantage_estimator.last_call = None
     return advantage_estimator
 
 
@@ -369,6 +371,7 @@ class GRPOLearner(_tunix_grpo.GRPOLearner):
             return out
 
         cluster.generate = recording  # on this instance only, for the duration of Tunix's own method
+        _STAGE_ONE.call = None
         try:
             example = super()._generate_and_compute_advantage(training_input, mode)
         finally:
@@ -390,6 +393,7 @@ class PPOLearner(_tunix_ppo.PPOLearner):
     """Tunix's PPOLearner that also logs dew_rl's stage-1 metrics (`rollout/*`) of its advantage estimator."""
 
     def _generate_and_compute_advantage(self, training_input, mode=_tunix_cluster.Mode.TRAIN):
+        _STAGE_ONE.call = None
         example = super()._generate_and_compute_advantage(training_input, mode)
         _log_rollout_metrics(self, example, mode)
         return example
@@ -397,14 +401,9 @@ class PPOLearner(_tunix_ppo.PPOLearner):
 # %% ../nbs/05t_tunix.ipynb #1150667d
 def _log_rollout_metrics(learner, example, mode):
     "Buffer dew_rl's rollout/* metrics of the estimator call the learner just made, if the estimator is dew_rl's."
-    try:
-        fn = _tunix_registry.get_advantage_estimator(learner.algo_config.advantage_estimator)
-    except LookupError:
+    call, _STAGE_ONE.call = getattr(_STAGE_ONE, "call", None), None
+    if call is None:  # Tunix's own estimator
         return {}
-    call = getattr(fn, "last_call", None)
-    if call is None:
-        return {}
-    fn.last_call = None
     config, ro = call
     mask = jnp.asarray(example.completion_mask).astype(bool)
     if not bool(mask.any()):  # every completion empty: stage 1 has no token to take moments over

@@ -234,3 +234,32 @@ def test_ppo_settings_that_disagree_with_tunix_are_named():
     example, _ = eq.batch(model, ppo=True, ref=False)
     with pytest.raises(ValueError, match=r"PPOConfig\(clip_range_value=0\.5\).*cliprange_value=0\.2"):
         function_registry.get_value_loss_fn(name)(model, example, 0.5, eq.PAD, eq.EOS)
+
+
+class _Cluster:
+    def __init__(self):
+        self.buffered = {}
+
+    def buffer_metrics(self, metrics, mode):
+        self.buffered.update({k: v for k, (v, _) in metrics.items()})
+
+
+def test_rollout_metrics_are_taken_over_the_completion_tokens(model):
+    """The stage-1 metrics the learners buffer: the GRPO estimator saw rewards only, the metrics use the
+    TrainExample's token mask (float64 NumPy reference); after Tunix's own estimator nothing is buffered."""
+    import types
+    example, rewards = eq.batch(model)
+    learner = types.SimpleNamespace(rl_cluster=_Cluster())
+    name = dt.register(obj.grpo(n_samples_per_prompt=eq.G), "t_stage_one")
+    adv = function_registry.get_advantage_estimator(name)(rewards=rewards, num_generations=eq.G)
+    metrics = dt._log_rollout_metrics(learner, example, "train")
+    assert metrics == learner.rl_cluster.buffered and metrics
+    mask = np.asarray(example.completion_mask, bool)
+    tokens = np.broadcast_to(np.asarray(adv, np.float64)[:, None], mask.shape)[mask]
+    np.testing.assert_allclose(metrics["rollout/valid_tokens"], mask.sum())
+    np.testing.assert_allclose(metrics["rollout/raw_reward"], np.mean(rewards), rtol=1e-6)
+    np.testing.assert_allclose(metrics["rollout/advantages_mean"], tokens.mean(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(metrics["rollout/advantages_std"], tokens.std(), rtol=1e-5)
+    assert abs(tokens.mean() - np.mean(adv)) > 1e-3  # the token weighting matters on this batch
+    function_registry.get_advantage_estimator("grpo")(rewards=rewards, num_generations=eq.G)
+    assert dt._log_rollout_metrics(learner, example, "train") == {}  # nothing stale: the call was consumed
