@@ -4,10 +4,11 @@
 
 # %% auto #0
 __all__ = ['SamplerTrainExample', 'train_example_rollout', 'policy_log_probs', 'register', 'metric_names', 'log_metrics',
-           'GRPOLearner']
+           'GRPOLearner', 'PPOLearner']
 
 # %% ../nbs/05t_tunix.ipynb #e5fad552
 import dataclasses
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -20,6 +21,7 @@ try:
     from tunix.rl import function_registry as _tunix_registry
     from tunix.rl import rl_cluster as _tunix_cluster
     from tunix.rl.grpo import grpo_learner as _tunix_grpo
+    from tunix.rl.ppo import ppo_learner as _tunix_ppo
 except ImportError as error:  # the optional extra is missing
     raise ImportError('dew_rl.tunix needs Tunix (google-tunix 0.1.7): pip install ".[tunix]"') from error
 
@@ -28,7 +30,7 @@ import dew_rl.objectives as obj
 
 # %% ../nbs/05t_tunix.ipynb #867ed877
 __all__ = ["register", "policy_log_probs", "train_example_rollout", "metric_names", "log_metrics",
-           "SamplerTrainExample", "GRPOLearner"]
+           "SamplerTrainExample", "GRPOLearner", "PPOLearner"]
 
 # %% ../nbs/05t_tunix.ipynb #a4dd7d29
 # the Tunix setting that fills each array of a TrainExample, for the errors that ask for it
@@ -168,6 +170,9 @@ def policy_log_probs(model, example, pad_id, eos_id, temperature=1.0, chunk_size
             rl.entropy_from_logits(logits, temperature), "logits")
 
 # %% ../nbs/05t_tunix.ipynb #bc038218
+_STAGE_ONE = threading.local()  # the last call of a dew_rl estimator in this thread (Tunix may prepare data in threads)
+
+
 def _given_advantages(rollout, axis_name):
     "custom_advantage for the in-loss stage 1: the advantages Tunix's estimator already computed."
     return rollout.advantages
@@ -223,6 +228,7 @@ def _group_estimator(config, name):
         z = np.zeros((r.shape[0], 1), np.float32)  # equal log-probs: a rollout correction's weights are 1 here
         ro = obj.Rollout(mask=np.ones((r.shape[0], 1), bool), rewards=r, old_log_probs=z, behavior_log_probs=z,
                          group_ids=np.arange(r.shape[0]) // num_generations)
+        _STAGE_ONE.call = (config, ro)  # for the rollout/* metrics, with the token mask (see below)
         ro, _ = obj.advantages(config, ro)
         return np.asarray(ro.advantages[:, 0])
     return advantage_estimator
@@ -234,14 +240,19 @@ def _gae_estimator(config, name):
             raise ValueError(f"dew_rl.tunix advantage estimator {name!r}: PPOConfig(gamma={gamma}, gae_lambda="
                              f"{gae_lambda}) but the dew_rl config has gamma={config.gamma}, lam={config.lam}; "
                              "set them equal")
-        ro = obj.Rollout(mask=jnp.asarray(completion_mask).astype(bool), token_rewards=rewards, old_values=values)
+        ro = obj.Rollout(mask=jnp.asarray(completion_mask).astype(bool), token_rewards=jnp.asarray(rewards, jnp.float32),
+                         old_values=jnp.asarray(values, jnp.float32))
+        _STAGE_ONE.call = (config, ro)
         ro, _ = obj.advantages(config, ro)
         return ro.advantages, ro.returns
     return advantage_estimator
 
 
-def _value_loss(config):
+def _value_loss(config, name):
     def value_loss_fn(model, train_example, clip_range_value, pad_id, eos_id, **kwargs):
+        if isinstance(clip_range_value, (int, float)) and clip_range_value != config.cliprange_value:
+            raise ValueError(f"dew_rl.tunix value loss {name!r}: PPOConfig(clip_range_value={clip_range_value}) but "
+                             f"the dew_rl config has cliprange_value={config.cliprange_value}; set them equal")
         mask = jnp.asarray(train_example.completion_mask).astype(bool)
         width = train_example.completion_ids.shape[1]
         scores = _tunix_common.compute_score(model, train_example.prompt_ids, train_example.completion_ids,
@@ -296,7 +307,7 @@ def register(config, name=None, chunk_size=None):
     _tunix_registry.register_policy_loss_fn(name)(_policy_loss(config, name, chunk_size))
     if config.advantage_estimator == "ppo":
         _tunix_registry.register_advantage_estimator(name)(_gae_estimator(config, name))
-        _tunix_registry.register_value_loss_fn(name)(_value_loss(config))
+        _tunix_registry.register_value_loss_fn(name)(_value_loss(config, name))
     elif _has_group_stage(config):
         _tunix_registry.register_advantage_estimator(name)(_group_estimator(config, name))
     return name
@@ -360,10 +371,12 @@ class GRPOLearner(_tunix_grpo.GRPOLearner):
             return out
 
         cluster.generate = recording  # on this instance only, for the duration of Tunix's own method
+        _STAGE_ONE.call = None
         try:
             example = super()._generate_and_compute_advantage(training_input, mode)
         finally:
             del cluster.generate
+        _log_rollout_metrics(self, example, mode)
         logprobs = outputs[-1].logprobs if outputs else None
         if logprobs is None:  # RolloutConfig(return_logprobs=False): the loss names the setting if it needs them
             return example
@@ -374,3 +387,31 @@ class GRPOLearner(_tunix_grpo.GRPOLearner):
             behavior[i, :row.shape[0]] = row
         fields = {f.name: getattr(example, f.name) for f in dataclasses.fields(example)}
         return SamplerTrainExample(**fields, behavior_per_token_logps=jnp.asarray(behavior))
+
+
+class PPOLearner(_tunix_ppo.PPOLearner):
+    """Tunix's PPOLearner that also logs dew_rl's stage-1 metrics (`rollout/*`) of its advantage estimator."""
+
+    def _generate_and_compute_advantage(self, training_input, mode=_tunix_cluster.Mode.TRAIN):
+        _STAGE_ONE.call = None
+        example = super()._generate_and_compute_advantage(training_input, mode)
+        _log_rollout_metrics(self, example, mode)
+        return example
+
+# %% ../nbs/05t_tunix.ipynb #1150667d
+def _log_rollout_metrics(learner, example, mode):
+    "Buffer dew_rl's rollout/* metrics of the estimator call the learner just made, if the estimator is dew_rl's."
+    call, _STAGE_ONE.call = getattr(_STAGE_ONE, "call", None), None
+    if call is None:  # Tunix's own estimator
+        return {}
+    config, ro = call
+    mask = jnp.asarray(example.completion_mask).astype(bool)
+    if not bool(mask.any()):  # every completion empty: stage 1 has no token to take moments over
+        return {}
+    if ro.mask.shape != mask.shape:  # the GRPO family: rewards only; the moments are over the kept tokens
+        z = jnp.zeros(mask.shape, jnp.float32)
+        ro = dataclasses.replace(ro, mask=mask, old_log_probs=z, behavior_log_probs=z)
+    _, metrics = obj.advantages(config, ro)
+    metrics = {k: float(v) for k, v in metrics.items() if k.startswith("rollout/")}
+    learner.rl_cluster.buffer_metrics({k: (v, np.mean) for k, v in metrics.items()}, mode=mode)
+    return metrics

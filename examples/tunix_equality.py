@@ -13,6 +13,7 @@ tests/test_tunix.py asserts the figures; no number is stored.
 from __future__ import annotations
 
 import dataclasses
+import re
 import warnings
 
 warnings.filterwarnings("ignore", message="IProgress not found")
@@ -187,6 +188,47 @@ def advantage_rows(seed=0):
     rows.append(("gae (returns, kept tokens)", float(np.max(np.abs(np.asarray(r_t - r_d))[mask])),
                  float(np.max(np.abs(np.asarray(r_t))[mask]))))
     return rows
+
+
+def _compiled_step(model, loss_fn, example, config):
+    """The jitted loss-and-gradient step, compiled as Tunix's trainer jits it: its HLO text and temporary bytes."""
+    graphdef, state = nnx.split(model)
+
+    def step(state):
+        return jax.value_and_grad(lambda s: loss_fn(nnx.merge(graphdef, s), example, config, PAD, EOS),
+                                  has_aux=True)(state)
+    compiled = jax.jit(step).lower(state).compile()
+    return compiled.as_text(), compiled.memory_analysis().temp_size_in_bytes
+
+
+def _vocab_sized(hlo, vocab, limit):
+    "The array shapes of an HLO text with a vocabulary dimension and more elements than the unembedding [D, V]."
+    out = set()
+    for dims in re.findall(r"[fbsu]\w*\[([\d,]+)\]", hlo):
+        shape = tuple(int(d) for d in dims.split(","))
+        if vocab in shape and int(np.prod(shape)) > limit:
+            out.add(shape)
+    return sorted(out)
+
+
+def fused_check(vocab=8192, width=32, chunk_size=1024):
+    """Tunix's "grpo" loss and dew_rl's GRPO (log-probs from the sown last hidden state), each compiled under
+    jit with its gradient, on a one-layer Qwen3 with a vocabulary of `vocab`: the vocabulary-sized arrays larger
+    than the unembedding in each compiled program, and XLA's temporary memory next to the [B, L, V] float32 logits."""
+    config = qwen3.ModelConfig(num_layers=1, vocab_size=vocab, embed_dim=width, hidden_dim=64, num_heads=2,
+                               head_dim=16, num_kv_heads=1, rope_theta=10_000, norm_eps=1e-6)
+    model = qwen3.Qwen3(config, rngs=nnx.Rngs(0))
+    example, _ = batch(model, ref=False)
+    tconfig = _grpo_config(grpo_learner.GRPOConfig, num_generations=G, beta=0.0, epsilon=0.2)
+    name = dt.register(obj.grpo(n_samples_per_prompt=G), "dew_rl_fused", chunk_size=chunk_size)
+    hlo_d, temp_d = _compiled_step(model, function_registry.get_policy_loss_fn(name), example, tconfig)
+    hlo_t, temp_t = _compiled_step(model, function_registry.get_policy_loss_fn("grpo"), example, tconfig)
+    rows = example.prompt_ids.shape[0] * (example.prompt_ids.shape[1] + example.completion_ids.shape[1])
+    return dict(path=dt.policy_log_probs(model, example, PAD, EOS)[2], vocab=vocab, chunk_size=chunk_size,
+                logits_shape=(example.prompt_ids.shape[0], rows // example.prompt_ids.shape[0], vocab),
+                logits_bytes=rows * vocab * 4, tunix_temp_bytes=int(temp_t), dew_rl_temp_bytes=int(temp_d),
+                tunix_vocab_shapes=_vocab_sized(hlo_t, vocab, width * vocab),
+                dew_rl_vocab_shapes=_vocab_sized(hlo_d, vocab, width * vocab))
 
 
 def table():

@@ -7,7 +7,9 @@ loss, the gradient w.r.t. every parameter and each metric equal to float32 round
 by a token mean where dew_rl reduces like the loss are compared with dew_rl reduced by a token mean, and
 differ from dew_rl as configured. Tunix's advantage estimators (float64 NumPy for the group ones) are
 compared with the ones `register` adds (float32). Also: the hidden-state path equals Tunix's own
-log-probs, the errors that name a missing field and its Tunix setting, and the name selection.
+log-probs and, compiled under jit, forms no [B, L, V] array (Tunix's own loss does); a model without
+`output_hidden_states` (Llama 3) falls back to its logits; the errors that name a missing field or a PPOConfig
+setting that disagrees, with the Tunix setting to change; and the name selection.
 """
 import sys
 from pathlib import Path
@@ -192,3 +194,72 @@ def test_ppo_value_loss_equals_tunix(model):
     np.testing.assert_allclose(aux_d["train/vf_loss"], aux_t["vf_loss"], **METRIC)
     scale = max(float(np.max(np.abs(g))) for g in grad_t)
     assert max(float(np.max(np.abs(a - b))) for a, b in zip(grad_t, grad_d)) <= GRAD_REL * scale and scale > 1e-3
+
+
+
+def test_the_hidden_state_path_never_forms_the_logits_under_jit():
+    """Under jit (Tunix's trainer jits the step), dew_rl's loss on a model that sows its last hidden state has
+    no [B, L, V] array in the compiled forward and backward pass: the logits the model returns are dead code,
+    and linear_log_probs_and_entropy works over vocabulary chunks. Tunix's own loss, on the same model, has them
+    (so the check can fail)."""
+    row = eq.fused_check()
+    assert row["path"] == "hidden"
+    assert row["tunix_vocab_shapes"], row
+    assert not row["dew_rl_vocab_shapes"], row
+    assert row["tunix_temp_bytes"] >= row["logits_bytes"] > row["dew_rl_temp_bytes"], row
+
+
+def test_a_model_without_hidden_state_output_falls_back_to_its_logits():
+    """Tunix 0.1.7's Llama 3 has no `output_hidden_states`: the loss takes the logits it returns, and equals
+    Tunix's own log-probs."""
+    from tunix.models.llama3 import model as llama3
+    config = llama3.ModelConfig(num_layers=1, vocab_size=eq.VOCAB, embed_dim=32, hidden_dim=64, num_heads=2,
+                                head_dim=16, num_kv_heads=1, rope_theta=10_000, norm_eps=1e-6)
+    model = llama3.Llama3(config, rngs=nnx.Rngs(0))
+    example, _ = eq.batch(model)
+    lp, _, path = dt.policy_log_probs(model, example, eq.PAD, eq.EOS)
+    assert path == "logits"
+    ref = common.compute_per_token_logps(*nnx.split(model), example.prompt_ids, example.completion_ids, eq.PAD, eq.EOS)
+    mask = np.asarray(example.completion_mask)
+    np.testing.assert_allclose(np.asarray(lp)[mask], np.asarray(ref)[mask], rtol=1e-5, atol=2e-6)
+
+
+def test_ppo_settings_that_disagree_with_tunix_are_named():
+    name = dt.register(obj.ppo(cliprange_value=0.2), "t_ppo_settings")
+    with pytest.raises(ValueError, match=r"PPOConfig\(gamma=0\.99, gae_lambda=0\.95\).*gamma=1\.0"):
+        function_registry.get_advantage_estimator(name)(
+            rewards=jnp.zeros((2, 3)), values=jnp.zeros((2, 3)), completion_mask=jnp.ones((2, 3), bool),
+            gamma=0.99, gae_lambda=0.95)
+    model = eq.tiny_qwen3()
+    example, _ = eq.batch(model, ppo=True, ref=False)
+    with pytest.raises(ValueError, match=r"PPOConfig\(clip_range_value=0\.5\).*cliprange_value=0\.2"):
+        function_registry.get_value_loss_fn(name)(model, example, 0.5, eq.PAD, eq.EOS)
+
+
+class _Cluster:
+    def __init__(self):
+        self.buffered = {}
+
+    def buffer_metrics(self, metrics, mode):
+        self.buffered.update({k: v for k, (v, _) in metrics.items()})
+
+
+def test_rollout_metrics_are_taken_over_the_completion_tokens(model):
+    """The stage-1 metrics the learners buffer: the GRPO estimator saw rewards only, the metrics use the
+    TrainExample's token mask (float64 NumPy reference); after Tunix's own estimator nothing is buffered."""
+    import types
+    example, rewards = eq.batch(model)
+    learner = types.SimpleNamespace(rl_cluster=_Cluster())
+    name = dt.register(obj.grpo(n_samples_per_prompt=eq.G), "t_stage_one")
+    adv = function_registry.get_advantage_estimator(name)(rewards=rewards, num_generations=eq.G)
+    metrics = dt._log_rollout_metrics(learner, example, "train")
+    assert metrics == learner.rl_cluster.buffered and metrics
+    mask = np.asarray(example.completion_mask, bool)
+    tokens = np.broadcast_to(np.asarray(adv, np.float64)[:, None], mask.shape)[mask]
+    np.testing.assert_allclose(metrics["rollout/valid_tokens"], mask.sum())
+    np.testing.assert_allclose(metrics["rollout/raw_reward"], np.mean(rewards), rtol=1e-6)
+    np.testing.assert_allclose(metrics["rollout/advantages_mean"], tokens.mean(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(metrics["rollout/advantages_std"], tokens.std(), rtol=1e-5)
+    assert abs(tokens.mean() - np.mean(adv)) > 1e-3  # the token weighting matters on this batch
+    function_registry.get_advantage_estimator("grpo")(rewards=rewards, num_generations=eq.G)
+    assert dt._log_rollout_metrics(learner, example, "train") == {}  # nothing stale: the call was consumed
