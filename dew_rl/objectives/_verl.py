@@ -6,8 +6,6 @@
 __all__ = ['VERL_REVISION', 'VERL_DEFAULTS', 'from_verl']
 
 # %% ../../nbs/06c_crosswalk.ipynb #62e19c7b
-import math
-
 VERL_REVISION = "verl-project/verl@1dda039b9c63"
 
 _A, _RC = "algorithm.", "algorithm.rollout_correction."
