@@ -118,7 +118,7 @@ def _translate_cell(cell):
 # The sidebar, in groups with captions; the home page's chapter table follows the same order
 # (tests/test_site_browser.py checks both against this list). Every chapter is in exactly one group.
 CHAPTER_GROUPS = [
-    ("Start", ["04d_objectives_api", "06b_features"]),
+    ("Start", ["04d_objectives_api", "06b_features", "06c_crosswalk"]),
     ("Reductions", ["01_reductions"]),
     ("Advantages", ["02a_gae", "02b_group_advantage", "02c_rloo", "02d_global_normalize", "02e_reinforce_plus_plus",
                     "02f_reward_scaling", "02g_token_baselines"]),

@@ -133,3 +133,50 @@ def test_api_table_names_link_to_their_entries(site, inventory):
     linked = set(re.findall(r'<a class="api-link reference internal" href="api/[^"#]+#([\w.]+)"', text))
     unlinked = [full for full, _, package in public_names() if package == "dew_rl" and full not in linked]
     assert not unlinked, f"public names the API table does not link to their entry: {unlinked}"
+
+
+# a sample of the frameworks' option names (issue 24): verl, TRL, OpenRLHF's dotted and flat spellings
+OPTION_SAMPLE = ("loss_agg_mode", "norm_adv_by_std_in_grpo", "rollout_is_threshold", "clip_ratio_c", "kl_loss_type",
+                 "vllm_importance_sampling_correction", "scale_rewards", "epsilon_high", "use_bias_correction_kl",
+                 "actor.eps_clip", "algo.kl.init_coef", "critic.value_clip")
+
+
+def search_pages(search: dict, query: str) -> set[str]:
+    """The pages the site's search returns for `query`, as Sphinx's search does it: the query split and stemmed
+    like the index, and the pages that hold every word (in their text or their titles)."""
+    from sphinx.search.en import SearchEnglish
+    lang = SearchEnglish({})
+    found = None
+    for word in lang.split(query):
+        stem = lang.stem(word.lower())
+        hits = set()
+        for table in (search["terms"], search["titleterms"]):
+            ids = table.get(stem, [])
+            hits |= {ids} if isinstance(ids, int) else set(ids)
+        found = hits if found is None else found & hits
+    return {search["docnames"][i] for i in (found or set())}
+
+
+def test_search_finds_framework_options_on_the_crosswalk_and_their_chapter(site):
+    """The site's own search index finds each sampled option on the crosswalk page and on the chapter that
+    derives it (the chapter named by data/crosswalk.json), and an OpenRLHF option by its old flat name."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("crosswalk", ROOT / "tools" / "crosswalk.py")
+    cw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cw)
+    rows = cw.load()
+    raw = (site / "searchindex.js").read_text(encoding="utf-8")
+    search = json.loads(raw[raw.index("(") + 1: raw.rindex(")")])
+    crosswalk = next(d for d in search["docnames"] if d.endswith("06c_crosswalk"))
+    assert not search_pages(search, "no_such_option_anywhere_xyz")   # the lookup can come back empty
+    missing = []
+    for name in OPTION_SAMPLE:
+        chapters = {r["chapter"] for r in rows if r["name"] == name}
+        assert chapters, f"{name} is no option of the crosswalk"
+        pages = {d.rpartition("/")[2] for d in search_pages(search, name)}
+        missing += [f"{name} not on {c}" for c in sorted(chapters | {crosswalk.rpartition('/')[2]}) if c not in pages]
+    for r in rows:
+        if r["alias"] in ("init_kl_coef", "eps_clip_low_high"):
+            if crosswalk.rpartition("/")[2] not in {d.rpartition("/")[2] for d in search_pages(search, r["alias"])}:
+                missing.append(f"{r['alias']} not on the crosswalk")
+    assert not missing, f"options the site search does not find where they are derived: {missing}"

@@ -9,7 +9,7 @@ __all__ = ['EmptyBatchError', 'COEFFICIENTS', 'ESTIMATOR_RECORDS', 'FIELD_DEFAUL
            'register_estimator', 'register_loss_mode', 'rollout_correction_preset', 'describe', 'DEFAULT_AGGREGATION',
            'ESTIMATORS', 'GROUP_ESTIMATORS', 'RECIPES', 'fields_read', 'reinforce_plus_plus',
            'reinforce_plus_plus_baseline', 'grpo', 'dr_grpo', 'dapo', 'gspo', 'sapo', 'cispo', 'rloo', 'ppo', 'dpo',
-           'gdpo', 'opo', 'grpo_passk', 'gpg', 'remax', 'optimal_token_baseline', 'on_policy_distillation']
+           'gdpo', 'opo', 'grpo_passk', 'gpg', 'remax', 'optimal_token_baseline', 'on_policy_distillation', 'from_verl']
 
 # %% ../../nbs/04d_objectives_api.ipynb #4c8a0cb6
 from .._checks import EmptyBatchError
@@ -22,6 +22,7 @@ from ._estimators import (DEFAULT_AGGREGATION, ESTIMATORS, GROUP_ESTIMATORS, REC
                                            dpo, dr_grpo, fields_read, gdpo, gpg, grpo, grpo_passk, gspo, opo,
                                            on_policy_distillation, optimal_token_baseline, ppo, reinforce_plus_plus, reinforce_plus_plus_baseline,
                                            remax, rloo, sapo)
+from ._verl import from_verl
 
 _all_ = ["EmptyBatchError", "COEFFICIENTS", "ESTIMATOR_RECORDS", "FIELD_DEFAULTS", "LOSS_MODES", "ROLLOUT_MODES",
          "AdvantageStage", "ConfigFields", "Estimator", "Field", "ObjectiveConfig", "PolicyStage", "PreferencePairs",
@@ -29,4 +30,4 @@ _all_ = ["EmptyBatchError", "COEFFICIENTS", "ESTIMATOR_RECORDS", "FIELD_DEFAULTS
          "register_estimator", "register_loss_mode", "rollout_correction_preset", "describe", "DEFAULT_AGGREGATION", "ESTIMATORS", "GROUP_ESTIMATORS", "RECIPES",
          "fields_read", "reinforce_plus_plus", "reinforce_plus_plus_baseline", "grpo", "dr_grpo", "dapo", "gspo", "sapo",
          "cispo", "rloo", "ppo", "dpo", "gdpo", "opo", "grpo_passk", "gpg", "remax", "optimal_token_baseline",
-         "on_policy_distillation"]
+         "on_policy_distillation", "from_verl"]
