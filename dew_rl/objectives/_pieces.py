@@ -24,7 +24,7 @@ from .._surrogates.entropy import top_entropy_mask
 from .._surrogates.distill import distillation_advantage
 from .._surrogates.weighted import positive_example_nll_terms
 from .._surrogates.trust_regions import m2po_loss_mask
-from ._fields import _ESTIMATORS, _LOSS_MODES, _host_value, _is_array, _reads
+from ._fields import FIELDS, _ESTIMATORS, _LOSS_MODES, _host_value, _is_array, _reads
 
 # %% auto #0
 __all__ = ['ADVANTAGE_PIECES', 'LOSS_PIECES', 'Piece', 'run_pieces', 'Step', 'describe']
@@ -350,6 +350,13 @@ class Step(NamedTuple):
     reads: tuple     # the Rollout fields and arguments it reads
     metrics: tuple   # the metrics it adds
     when: str = ""   # the input that turns it on, if any: "when entropy is passed"
+    fields: tuple = ()   # the config fields it reads (for a piece: those whose record names it as owner)
+
+
+def _owned(owner: str) -> tuple:
+    "The built-in fields whose record names `owner` (e.g. 'piece kl_loss', 'loss_mode sapo') among its owners."
+    return tuple(n for n, f in FIELDS.items()
+                 if any(o.strip() == owner or o.strip().startswith(owner + " ") for o in f.owner.split(";")))
 
 
 def describe(config) -> tuple:
@@ -375,10 +382,12 @@ def describe(config) -> tuple:
     st = types.SimpleNamespace(cfg=config, rec=rec, reads=_reads(config), out=None, present=lambda name: True)
 
     def steps(stage, pieces):
-        return [Step(stage, p.name, p.doc, p.reads, p.metrics, f"when {p.switch} is passed" if p.switch else "")
-                for p in pieces if p.on(st)]
+        return [Step(stage, p.name, p.doc, p.reads, p.metrics, f"when {p.switch} is passed" if p.switch else "",
+                     tuple(n for n in _owned(f"piece {p.name}") if n in st.reads)) for p in pieces if p.on(st)]
     policy = _LOSS_MODES[config.loss_mode]
     return tuple([Step("advantages", rec.name, rec.summary, tuple(f"rollout.{n}" for n in rec.advantage.needs),
-                       rec.advantage.metrics)] + steps("advantages", ADVANTAGE_PIECES)
+                       rec.advantage.metrics, "", tuple(n for n in rec.advantage.reads if n in st.reads))]
+                 + steps("advantages", ADVANTAGE_PIECES)
                  + [Step("loss", f"loss_mode={config.loss_mode!r}", policy.source, ("log_probs", "rollout.old_log_probs",
-                         "rollout.advantages"), tuple(policy.metrics.values()))] + steps("loss", LOSS_PIECES))
+                         "rollout.advantages"), tuple(policy.metrics.values()), "", tuple(policy.reads))]
+                 + steps("loss", LOSS_PIECES))
