@@ -10,7 +10,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from .._checks import check_number
+from .._checks import check_number, renamed_argument
 from .._ops import clamp, count_kept, larger, smaller, sum_over
 from .ppo import clipped_surrogate_terms
 from .ratios import LOG_RATIO_CLAMP
@@ -269,13 +269,16 @@ def kl_cov_terms(log_ratio, log_probs, advantages, mask, kl_cov_ratio=0.0002, pp
     return jnp.where(selected, base + coef * abs_x, base).astype(rt), {"kl_penalised": selected}
 
 # %% ../../nbs/03j_sequence_trust_regions.ipynb #d698bb3e
-def m2po_loss_mask(old_log_probs, prox_log_probs, mask, m2_threshold, axis_name=None) -> jax.Array:
-    """AReaL's M2PO mask: drop the tokens of largest (old - prox)^2 until the mean of the rest is below m2_threshold.
+@renamed_argument(old_log_probs="behavior_log_probs")
+def m2po_loss_mask(behavior_log_probs, prox_log_probs, mask, m2_threshold, axis_name=None) -> jax.Array:
+    """AReaL's M2PO mask: drop the tokens of largest (behavior - prox)^2 until the mean of the rest is below m2_threshold.
 
     Parameters
     ----------
-    old_log_probs
-        [B, T] log-probs under the behaviour (sampling) policy; data
+    behavior_log_probs
+        [B, T] log-probs under the behaviour (sampling) policy; data. Called `old_log_probs` until 0.1.0: that
+        keyword still works, deprecated (a `DeprecationWarning` once), as every other function calls the sampler
+        `behavior_log_probs`
     prox_log_probs
         [B, T] log-probs under the proximal policy; data
     mask
@@ -296,8 +299,8 @@ def m2po_loss_mask(old_log_probs, prox_log_probs, mask, m2_threshold, axis_name=
     """
     fn = "m2po_loss_mask"
     tau = _positive_number(fn, "m2_threshold", m2_threshold)
-    a, keep, ct, rt = _token_inputs(fn, mask, (), old_log_probs=old_log_probs, prox_log_probs=prox_log_probs)
-    d = a["old_log_probs"] - a["prox_log_probs"]
+    a, keep, ct, rt = _token_inputs(fn, mask, (), behavior_log_probs=behavior_log_probs, prox_log_probs=prox_log_probs)
+    d = a["behavior_log_probs"] - a["prox_log_probs"]
     m2 = jnp.where(keep, d * d, 0)
     keys = _order_key(m2)
 
