@@ -531,7 +531,7 @@ def astar_po_value(rewards, group, beta=0.5) -> jax.Array:
     return (b * (top + jnp.log(s) - jnp.log(n))).astype(dt)
 
 
-def astar_po_loss_terms(log_probs, ref_log_probs, mask, rewards, values_star, beta=1e-3) -> jax.Array:
+def astar_po_loss_terms(log_probs, ref_log_probs, mask, rewards, values_star, beta=1e-3) -> tuple:
     """Per-response A*-PO regression loss (beta * sum_t m_t (log pi - log pi_ref) - (R - V*))^2.
 
     Parameters
@@ -551,8 +551,9 @@ def astar_po_loss_terms(log_probs, ref_log_probs, mask, rewards, values_star, be
 
     Returns
     -------
-    jax.Array
-        [B] squared errors, one per response, in the result dtype of the log-prob arrays; the loss is their mean
+    tuple
+        ([B] squared errors, one per response, in the result dtype of the log-prob arrays (the loss is their mean),
+        {}: no indicators), the pair every `_terms` function returns
 
     Source
     ------
@@ -565,4 +566,4 @@ def astar_po_loss_terms(log_probs, ref_log_probs, mask, rewards, values_star, be
     r = _per_row(fn, "rewards", rewards, keep.shape[0], "log_probs").astype(ct)
     v = _per_row(fn, "values_star", values_star, keep.shape[0], "log_probs").astype(ct)
     delta = (a["log_probs"] - a["ref_log_probs"]).sum(axis=1)   # both are zero outside the mask
-    return ((b * delta - (r - v)) ** 2).astype(rt)
+    return ((b * delta - (r - v)) ** 2).astype(rt), {}
