@@ -5,7 +5,9 @@
 # %% ../nbs/00a_checks.ipynb #7a7d3c29
 from __future__ import annotations
 
+import functools
 import sys
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -16,7 +18,8 @@ from jax.experimental import checkify
 __all__ = ['shape_text', 'as_float', 'as_mask', 'as_ids', 'check_axes', 'check_ids_below', 'check_dim', 'check_rank',
            'check_same_shape', 'check_rows', 'stat_dtype', 'check_ids_or_padding', 'check_number', 'check_int',
            'check_flag', 'check_choice', 'as_groups', 'surrogate_inputs', 'check_clip_offsets', 'check_band',
-           'check_present', 'check_absent', 'check_whole_groups', 'EmptyBatchError', 'report_if_empty']
+           'check_present', 'check_absent', 'check_whole_groups', 'EmptyBatchError', 'report_if_empty',
+           'renamed_argument']
 
 # %% ../nbs/00a_checks.ipynb #ac956435
 def shape_text(shape) -> str:
@@ -435,3 +438,37 @@ def report_if_empty(fn: str, count, what: str = "`mask` keeps no position in the
     if not _under_checkify():
         jax.lax.cond(count > 0, lambda c: None,
                      lambda c: jax.debug.callback(_raise_if_zero, c, message=message), count)
+
+# %% ../nbs/00a_checks.ipynb #a05db8e3
+_WARNED: set = set()  # (function, old keyword) pairs already warned about in this process
+
+
+def renamed_argument(**renames: str):
+    """Decorator: accept each old keyword `old=` of `renames` (old -> new) as the new one, with one `DeprecationWarning`.
+
+    Parameters
+    ----------
+    renames
+        old keyword -> new argument name of the decorated function
+
+    Returns
+    -------
+    Callable
+        the decorator; the wrapped function keeps the signature and docstring of the new spelling
+    """
+    def decorate(f):
+        fn = f.__name__
+        @functools.wraps(f)
+        def wrapped(*args, **kwargs):
+            for old, new in renames.items():
+                if old in kwargs:
+                    if new in kwargs:
+                        raise TypeError(f"{fn}: got both `{old}` (the deprecated name) and `{new}`; pass `{new}` only")
+                    if (fn, old) not in _WARNED:
+                        _WARNED.add((fn, old))
+                        warnings.warn(f"{fn}: the argument `{old}` is now called `{new}`; the old keyword still "
+                                      f"works but is deprecated and will be removed", DeprecationWarning, stacklevel=2)
+                    kwargs[new] = kwargs.pop(old)
+            return f(*args, **kwargs)
+        return wrapped
+    return decorate

@@ -509,16 +509,16 @@ def _top_k(get, V: int, C: int, k: int, tau):
     return jnp.where(cols >= 0, lp, -jnp.inf), cols
 
 
-def _nucleus(lp, cols, top_p, renormalise: bool):
+def _nucleus(lp, cols, top_p, renormalize: bool):
     """Keep-mask of sorted candidates under top-p: keep c iff the mass of strictly larger logits is < top_p.
 
-    `lp` [N, K] are full-vocabulary log-probs sorted descending (-inf where `cols` is -1). With `renormalise`,
+    `lp` [N, K] are full-vocabulary log-probs sorted descending (-inf where `cols` is -1). With `renormalize`,
     the masses are those of the distribution renormalised over the candidates (top-k first, then top-p).
     Returns (keep [N, K], the candidates' probabilities [N, K]).
     """
     valid = cols >= 0
     lp0 = jnp.where(valid, lp, -jnp.inf)
-    if renormalise:
+    if renormalize:
         m = _reference(lp0.max(-1, keepdims=True))
         e = jnp.where(valid, jnp.exp(jnp.where(valid, lp, 0.0) - m), 0.0)
         p = e / jnp.maximum(e.sum(-1, keepdims=True), jnp.finfo(e.dtype).tiny)
@@ -568,7 +568,7 @@ def _k(fn: str, name: str, k, V: int) -> int:
     return k
 
 
-def _renormalise_on_support(lp):
+def _renormalize_on_support(lp):
     "lp [N, 1 + K]: the token's log-prob, then the support's; the token's log-prob renormalised on support + token."
     y, rest = lp[:, 0], lp[:, 1:]
     m = jnp.maximum(y, rest.max(-1))  # y is finite wherever the token is readable
@@ -784,7 +784,7 @@ def log_probs_on_support(logits, tokens, support, temperature=1.0):
     s = _ids(fn, "support", support, B, T, V, "the vocabulary axis of `logits`")
     tau, C = _temperature(fn, temperature), _chunk(fn, None, V)
     lp, _ = _at_logits(*vary_together(z.reshape(B * T, V), _support_ids(y, s)), tau, C, False)
-    return _renormalise_on_support(lp).reshape(B, T)
+    return _renormalize_on_support(lp).reshape(B, T)
 
 
 def linear_log_probs_on_support(hidden, weight, tokens, support, temperature=1.0, chunk_size=None):
@@ -819,7 +819,7 @@ def linear_log_probs_on_support(hidden, weight, tokens, support, temperature=1.0
     tau, C = _temperature(fn, temperature), _chunk(fn, chunk_size, V)
     h, w, i = vary_together(h.reshape(B * T, D), w, _support_ids(y, s))
     lp, _ = _at_linear(h, w, i, tau, C, False)
-    return _renormalise_on_support(lp).reshape(B, T)
+    return _renormalize_on_support(lp).reshape(B, T)
 
 # %% ../nbs/03h_logits.ipynb #d9446dd5
 def _sampler_args(fn, top_k, top_p, max_support, V):

@@ -243,6 +243,9 @@ def aggregate(x, mask, mode: str, axis_name=None, norm=None, counts=None) -> jax
 def loss_counts(mask, axis_name=None) -> LossCounts:
     """The denominators of a whole mini-batch: `LossCounts(rows=B, tokens=kept positions)`, summed over `axis_name`.
 
+    This counts a mask. `dew_rl.objectives.loss_counts(rollout, axis_name)` is the same counts taken from the
+    rollout that `objectives.advantages` returned, whose mask (after dynamic sampling) is the one the loss trains on.
+
     Parameters
     ----------
     mask

@@ -40,7 +40,11 @@ def _origins(package: str) -> dict[str, str]:
                 parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(parts + ([base] if base else []))
             for alias in node.names:
-                found.setdefault(alias.asname or alias.name, base)
+                if alias.name == "*":  # a chapter module's whole __all__
+                    for name in importlib.import_module(base).__all__:
+                        found.setdefault(name, base)
+                else:
+                    found.setdefault(alias.asname or alias.name, base)
     for name in mod.__all__:  # defined in the __init__ itself (e.g. __version__): its own notebook
         found.setdefault(name, package)
     return found

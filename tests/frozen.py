@@ -66,12 +66,17 @@ def assert_inputs_are_the_scripts(fx: dict, inputs: dict, dtype_of) -> None:
         np.testing.assert_array_equal(fx[k], v, err_msg=k)
 
 
-def relax_meta(fixture: Path, mod, repository: str) -> dict:
-    "A Relax fixture's .json, after checking that it names `repository` at the script's revision, with no failure."
+def relax_meta(fixture: Path, script: Path, repository: str, fx: dict) -> tuple:
+    """A Relax fixture's script (imported) and .json, after checking that the json names `repository` at the script's
+    revision with no failure, records exactly the fixture's ``relax/...`` arrays, and (a one-file script) its file."""
+    mod = load_script(script)
     meta = json.loads(fixture.with_suffix(".json").read_text())
     assert meta["framework"] == "relax" and meta["revision"] == mod.REVISION and not meta["failed"]
     assert meta["version"] == f"Relax {repository}@{mod.REVISION}"
-    return meta
+    assert sorted(r["key"] for r in meta["records"]) == sorted(k for k in fx if k.startswith("relax/"))
+    if hasattr(mod, "FILE"):
+        assert meta["file"] == mod.FILE and meta["sha256"] == mod.SHA256
+    return mod, meta
 
 
 def case_arrays(fx: dict, case: str, names) -> tuple:
@@ -79,3 +84,8 @@ def case_arrays(fx: dict, case: str, names) -> tuple:
     import jax.numpy as jnp
 
     return tuple(jnp.asarray(fx[f"in/{case}/{n}"]) for n in names)
+
+
+def relax_output(fx: dict, case: str, kind: str, **params):
+    "A Relax fixture's frozen output ``relax/<case>/<kind>[/<param>=<value>...]``, the parameters in sorted order."
+    return fx["/".join([f"relax/{case}/{kind}"] + [f"{k}={params[k]}" for k in sorted(params)])]

@@ -83,7 +83,7 @@ def astar_batch():
 def test_astar_po_loss_terms_value_and_poison(astar_batch, beta):
     lp, ref, m, r, v = astar_batch
     want = ref_astar(lp, ref, m, r, v, beta)
-    f = lambda *a: rl.astar_po_loss_terms(*a, beta=beta)
+    f = lambda *a: rl.astar_po_loss_terms(*a, beta=beta)[0]
     for fn in (f, jax.jit(f)):
         got = fn(jnp.asarray(poison(lp, m), jnp.float32), jnp.asarray(poison(ref, m), jnp.float32), m, r, v)
         assert got.dtype == jnp.float32 and np.isfinite(np.asarray(got)).all()
@@ -98,13 +98,13 @@ def test_astar_po_loss_terms_gradient_is_pinned(astar_batch):
     want = np.where(k, (2 * beta * (beta * d - (r - v)))[:, None], 0.0)
     lp32, ref32 = jnp.asarray(poison(lp, m), jnp.float32), jnp.asarray(poison(ref, m), jnp.float32)
     for grad in (jax.grad, lambda f: jax.jit(jax.grad(f))):
-        g = grad(lambda x: rl.astar_po_loss_terms(x, ref32, m, r, v, beta).sum())(lp32)
+        g = grad(lambda x: rl.astar_po_loss_terms(x, ref32, m, r, v, beta)[0].sum())(lp32)
         assert np.isfinite(np.asarray(g)).all()
         np.testing.assert_allclose(np.asarray(g), want, rtol=1e-5, atol=1e-6)
     # the reference log-probs, the rewards and V* are data: no gradient reaches them
-    for arg, f in ((ref32, lambda x: rl.astar_po_loss_terms(lp32, x, m, r, v, beta).sum()),
-                   (jnp.asarray(r, jnp.float32), lambda x: rl.astar_po_loss_terms(lp32, ref32, m, x, v, beta).sum()),
-                   (jnp.asarray(v, jnp.float32), lambda x: rl.astar_po_loss_terms(lp32, ref32, m, r, x, beta).sum())):
+    for arg, f in ((ref32, lambda x: rl.astar_po_loss_terms(lp32, x, m, r, v, beta)[0].sum()),
+                   (jnp.asarray(r, jnp.float32), lambda x: rl.astar_po_loss_terms(lp32, ref32, m, x, v, beta)[0].sum()),
+                   (jnp.asarray(v, jnp.float32), lambda x: rl.astar_po_loss_terms(lp32, ref32, m, r, x, beta)[0].sum())):
         assert not np.asarray(jax.grad(f)(arg)).any()
 
 

@@ -28,6 +28,7 @@ import pytest
 
 import dew_rl as rl
 from frozen import assert_inputs_are_the_scripts, close, comparer, load_script, npz_fixture, relax_meta
+from frozen import relax_output
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "p3o_relax.npz"
@@ -40,8 +41,8 @@ fx = npz_fixture(FIXTURE)
 assert_close = comparer("Relax")
 
 
-def _load_script():
-    return load_script(SCRIPT)
+def relax(fx, case, kind, mode=None):
+    return relax_output(fx, case, kind, **({} if mode is None else {"mode": mode}))
 
 
 def inputs(fx, case, dtype=jnp.float32):
@@ -62,20 +63,13 @@ def ours(fx, case, mode, ess=None, adv_scale=1.0, dtype=jnp.float32):
     return np.asarray(terms), np.asarray(capped), np.asarray(g)
 
 
-def relax(fx, case, kind, mode=None):
-    return fx[f"relax/{case}/{kind}" + ("" if mode is None else f"/mode={mode}")]
-
-
 # ------------------------------------------------------------------ the fixture itself
 def test_stored_inputs_are_the_scripts(fx):
-    assert_inputs_are_the_scripts(fx, _load_script().make_inputs(), lambda k: np.float32)
+    assert_inputs_are_the_scripts(fx, load_script(SCRIPT).make_inputs(), lambda k: np.float32)
 
 
 def test_json_describes_every_output(fx):
-    mod = _load_script()
-    meta = relax_meta(FIXTURE, mod, "redai-infra/Relax")
-    assert meta["file"] == mod.FILE and meta["sha256"] == mod.SHA256
-    assert sorted(r["key"] for r in meta["records"]) == sorted(k for k in fx if k.startswith("relax/"))
+    mod, meta = relax_meta(FIXTURE, SCRIPT, "redai-infra/Relax", fx)
     kinds = {(r["case"], r["kind"], r["params"].get("mode")) for r in meta["records"]}
     assert {(c, "ess", None) for c in CASES} <= kinds
     assert {(c, k, m) for c in CASES for k in mod.TOKEN_KINDS for m in MODES} <= kinds

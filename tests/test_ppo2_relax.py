@@ -48,6 +48,7 @@ import pytest
 
 import dew_rl as rl
 from frozen import assert_inputs_are_the_scripts, case_arrays, close, comparer, load_script, npz_fixture, relax_meta
+from frozen import relax_output as relax
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "ppo2_relax.npz"
@@ -63,10 +64,6 @@ fx = npz_fixture(FIXTURE)
 assert_close = comparer("Relax")
 
 
-def _load_script():
-    return load_script(SCRIPT)
-
-
 def tok(fx, case):
     "(log_probs, old_log_probs, advantages, mask) as float32 JAX arrays."
     return case_arrays(fx, case, ("log_probs", "old_log_probs", "advantages", "mask"))
@@ -75,10 +72,6 @@ def tok(fx, case):
 def pack(fx, case, a):
     "Relax's layout: the valid tokens, flattened in row order."
     return np.asarray(a)[fx[f"in/{case}/mask"] > 0]
-
-
-def relax(fx, case, kind, **params):
-    return fx["/".join([f"relax/{case}/{kind}"] + [f"{k}={params[k]}" for k in sorted(params)])]
 
 
 def ppo_params(e, h, c):
@@ -131,16 +124,14 @@ def groups(fx):
 
 # ------------------------------------------------------------------ the fixture itself
 def test_stored_inputs_are_the_scripts(fx):
-    assert_inputs_are_the_scripts(fx, _load_script().make_inputs(),
+    assert_inputs_are_the_scripts(fx, load_script(SCRIPT).make_inputs(),
                                   lambda k: np.int32 if k == "in/r/group" else np.float32)
 
 
 def test_json_describes_every_output(fx):
-    mod = _load_script()
-    meta = relax_meta(FIXTURE, mod, "redai-studio/Relax")
-    assert meta["file"] == mod.FILE == "relax/utils/training/ppo_utils.py" and meta["sha256"] == mod.SHA256
+    mod, meta = relax_meta(FIXTURE, SCRIPT, "redai-studio/Relax", fx)
+    assert mod.FILE == "relax/utils/training/ppo_utils.py"
     assert meta["definitions"] == list(mod.DEFINITIONS) and len(mod.DEFINITIONS) == 7
-    assert sorted(r["key"] for r in meta["records"]) == sorted(k for k in fx if k.startswith("relax/"))
     kinds = {}
     for r in meta["records"]:
         kinds[r["kind"]] = kinds.get(r["kind"], 0) + 1
@@ -155,7 +146,7 @@ def test_json_describes_every_output(fx):
 
 def test_script_refuses_other_definitions():
     "The pin is over the definitions' source: a text missing them, or with other bodies, is refused (no torch needed)."
-    mod = _load_script()
+    mod = load_script(SCRIPT)
     with pytest.raises(SystemExit, match="not"):
         mod.definitions("def compute_rloo_loss(log_probs, advantages):\n    return -advantages * log_probs\n")
     fake = "".join(f"def {n}(*args):\n    return None\n\n\n" for n in mod.DEFINITIONS)

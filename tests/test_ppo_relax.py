@@ -49,6 +49,7 @@ import pytest
 
 import dew_rl as rl
 from frozen import assert_inputs_are_the_scripts, case_arrays, close, comparer, load_script, npz_fixture, relax_meta
+from frozen import relax_output as relax
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "tests" / "fixtures" / "ppo_relax.npz"
@@ -66,17 +67,9 @@ fx = npz_fixture(FIXTURE)
 assert_close = comparer("Relax")
 
 
-def _load_script():
-    return load_script(SCRIPT)
-
-
 def tok(fx, case):
     "(log_probs, old_log_probs, ref_log_probs, advantages, mask) as float32 JAX arrays."
     return case_arrays(fx, case, ("log_probs", "old_log_probs", "ref_log_probs", "advantages", "mask"))
-
-
-def relax(fx, case, kind, **params):
-    return fx["/".join([f"relax/{case}/{kind}"] + [f"{k}={params[k]}" for k in sorted(params)])]
 
 
 def grad_and_terms(f, lp):
@@ -127,15 +120,12 @@ def gae_in(fx, case):
 
 # ------------------------------------------------------------------ the fixture itself
 def test_stored_inputs_are_the_scripts(fx):
-    assert_inputs_are_the_scripts(fx, _load_script().make_inputs(),
+    assert_inputs_are_the_scripts(fx, load_script(SCRIPT).make_inputs(),
                                   lambda k: np.int32 if k == "in/o/lengths" else np.float32)
 
 
 def test_json_describes_every_output(fx):
-    mod = _load_script()
-    meta = relax_meta(FIXTURE, mod, "redai-infra/Relax")
-    assert meta["file"] == mod.FILE and meta["sha256"] == mod.SHA256
-    assert sorted(r["key"] for r in meta["records"]) == sorted(k for k in fx if k.startswith("relax/"))
+    mod, meta = relax_meta(FIXTURE, SCRIPT, "redai-infra/Relax", fx)
     kinds = {}
     for r in meta["records"]:
         kinds[r["kind"]] = kinds.get(r["kind"], 0) + 1

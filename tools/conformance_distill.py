@@ -125,13 +125,13 @@ def dew_rl_side(framework: str, kind: str, p: dict, x: dict) -> dict:
     if kind == "kl_terms":  # verl's kl_penalty(student, teacher, mode): the per-token estimate, every position
         mode = p["mode"]
         ours = "abs" if mode == "abs" else mode
-        r.update(function="distillation_kl_terms", conv=a(rl.distillation_kl_terms(x["lp"], x["tlp"], ones, ours)),
+        r.update(function="distillation_kl_terms", conv=a(rl.distillation_kl_terms(x["lp"], x["tlp"], ones, ours)[0]),
                  convention=f"distillation_kl_terms(lp, teacher_lp, ones, {ours!r})",
-                 default=a(rl.distillation_kl_terms(x["lp"], x["tlp"], ones)), default_call="distillation_kl_terms(lp, teacher_lp, ones) (k3)")
+                 default=a(rl.distillation_kl_terms(x["lp"], x["tlp"], ones)[0]), default_call="distillation_kl_terms(lp, teacher_lp, ones) (k3)")
     elif kind in ("estimator_loss", "estimator_loss_grad"):
         mode, c = p["mode"], p["clamp"]
-        f = lambda lp: rl.aggregate(rl.distillation_kl_terms(lp, x["tlp"], m, mode, c), m, "token-mean")  # noqa: E731
-        d = lambda lp: rl.aggregate(rl.distillation_kl_terms(lp, x["tlp"], m), m, "token-mean")  # noqa: E731
+        f = lambda lp: rl.aggregate(rl.distillation_kl_terms(lp, x["tlp"], m, mode, c)[0], m, "token-mean")  # noqa: E731
+        d = lambda lp: rl.aggregate(rl.distillation_kl_terms(lp, x["tlp"], m)[0], m, "token-mean")  # noqa: E731
         pick = (lambda fn: a(fn(x["lp"]))) if kind == "estimator_loss" else (lambda fn: a(jax.grad(fn)(x["lp"])))
         r.update(function="distillation_kl_terms", conv=pick(f), default=pick(d),
                  convention=f"aggregate(distillation_kl_terms(lp, teacher_lp, mask, {mode!r}, loss_max_clamp={c}), mask, "

@@ -110,7 +110,7 @@ def dew_rl_side(framework: str, kind: str, p: dict, x: dict) -> dict:
     elif kind in ("astar_loss", "astar_grad"):
         def loss(logits):
             lpt = rl.log_probs_from_logits(logits, x["tokens"])
-            return rl.astar_po_loss_terms(lpt, x["ref"], m, x["rewards"], x["v_star"], p["beta2"]).mean()
+            return rl.astar_po_loss_terms(lpt, x["ref"], m, x["rewards"], x["v_star"], p["beta2"])[0].mean()
         f = loss if kind == "astar_loss" else jax.grad(loss)
         r.update(function="astar_po_loss_terms", conv=a(f(jnp.asarray(x["logits"]))),
                  convention=("" if kind == "astar_loss" else "jax.grad of ") + "astar_po_loss_terms(log_probs_from_logits("

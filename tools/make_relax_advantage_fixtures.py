@@ -93,7 +93,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import hashlib
-import json
 import sys
 import types
 from pathlib import Path
@@ -423,7 +422,6 @@ def main(argv: list[str]) -> int:
         "rewards = relax/r/rpp_baseline_reward (list[float]); kl[i] = in/r/kl[i, :lengths[i]], loss_masks[i] = "
         "in/r/mask[i, :lengths[i]]; responses concatenated")
 
-    np.savez_compressed(OUT, **arrays)
     not_run = [dict(framework="relax", framework_function=f, dew_rl=d, why=why) for f, d, why in (
         ("relax/algorithms/advantages.py:advantage_grpo_broadcast", "-",
          "get_grpo_returns' broadcast (ones_like(kl[i]) * reward) runs here inside advantage_gdpo; GRPO's "
@@ -439,7 +437,7 @@ def main(argv: list[str]) -> int:
         ("relax.utils.distributed_utils.distributed_masked_whiten (--normalize-advantages)",
          "global_masked_normalize", "the token whitening that REINFORCE++ / REINFORCE++-baseline apply later is "
          "not in these files"))]
-    OUT.with_suffix(".json").write_text(json.dumps(dict(
+    relax_source.save_fixture(OUT, ROOT, arrays, dict(
         framework="relax", version=f"Relax {REPOSITORY}@{REVISION}", revision=REVISION,
         files={name: dict(repository=spec["repository"], revision=spec["revision"], path=spec["path"],
                           chars=spec["chars"]) for name, spec in FILES.items()},
@@ -450,8 +448,7 @@ def main(argv: list[str]) -> int:
         "torch, dist, math, Real, Any, Callable, get_logger = logging.getLogger and the names the file imports from "
         "the other files run here; Sample and megatron.core.mpu (context-parallel world size 1) are stand-ins "
         "(tools/make_relax_advantage_fixtures.py), torch " + torch.__version__,
-        records=records, failed=[], not_run=not_run), indent=1) + "\n")
-    print(f"[relax] {len(records)} outputs frozen in {OUT.relative_to(ROOT)} ({OUT.stat().st_size} bytes)")
+        records=records, failed=[], not_run=not_run))
     return 0
 
 

@@ -37,7 +37,6 @@ tests/test_p3o_relax.py compares dew_rl's `p3o_ess` and `p3o_terms` with the fro
 """
 from __future__ import annotations
 
-import json
 import sys
 import types
 from pathlib import Path
@@ -61,14 +60,10 @@ TOKEN_KINDS = ("score_loss", "behavior_kl_proxy", "adaptive_kl_loss", "cap_hits"
 def make_inputs() -> dict:
     """Every input, float32, under in/<case>/<name>; numpy only (tests/test_p3o_relax.py re-draws them)."""
     rng = np.random.default_rng(SEED)
-    f32 = lambda a: np.asarray(a, np.float32)  # noqa: E731
     x = {}
 
     def put(case, lp, l, adv, mask):
-        x[f"in/{case}/log_probs"] = f32(lp)
-        x[f"in/{case}/behavior_log_probs"] = f32(lp - l)
-        x[f"in/{case}/advantages"] = f32(adv)
-        x[f"in/{case}/mask"] = f32(mask)
+        relax_source.put_token_case(x, case, lp, l, adv, mask, older="behavior_log_probs")
 
     # a: moderate off-policy batch, a few ratios far from 1 either way
     B, T = 8, 7
@@ -105,17 +100,12 @@ def cases_of(inputs: dict) -> dict:
 
 def read_relax(source: str) -> str:
     "The file's text, from a git dir (at REVISION) or from a path; checked against the pinned sha256."
-    text = relax_source.read_text(source, REVISION, FILE)
-    relax_source.check_sha256(text, SHA256, f"{source} ({FILE}@{REVISION})")
-    return text
+    return relax_source.read_checked(source, REVISION, FILE, SHA256)
 
 
 def load_relax(text: str) -> types.ModuleType:
     "Execute the file's text unchanged in a fresh module (registered so that @dataclass can resolve its module)."
-    name = "relax_p3o_utils_" + REVISION[:12]
-    mod = types.ModuleType(name)
-    mod.__file__ = f"redai-infra/Relax@{REVISION[:12]}:{FILE}"
-    sys.modules[name] = mod
+    mod = relax_source.fresh_module("relax_p3o_utils_" + REVISION[:12], f"redai-infra/Relax@{REVISION[:12]}:{FILE}")
     exec(compile(text, mod.__file__, "exec", dont_inherit=True), mod.__dict__)
     return mod
 
@@ -160,8 +150,7 @@ def main(argv: list[str]) -> int:
             put(case, "grad", lp.grad.numpy(), fn_terms,
                 settings + "; d/d log_probs of ((score_loss + adaptive_kl_loss) * mask).sum(), torch autograd",
                 str(lp.grad.dtype), mode=mode)
-    np.savez_compressed(OUT, **arrays)
-    OUT.with_suffix(".json").write_text(json.dumps(dict(
+    relax_source.save_fixture(OUT, ROOT, arrays, dict(
         framework="relax", version=f"Relax redai-infra/Relax@{REVISION}", revision=REVISION, file=FILE,
         sha256=SHA256, how=f"the text of {FILE} at the revision (sha256 checked) executed unchanged in a fresh module "
         "namespace and its functions called (tools/make_relax_p3o_fixtures.py), torch " + torch.__version__,
@@ -170,9 +159,7 @@ def main(argv: list[str]) -> int:
                       why="full-vocabulary KL from logits: Relax's loss rejects kl_mode='exact'; dew_rl's p3o_terms "
                       "has only the sampled-token proxy modes"),
                  dict(framework="relax", framework_function=f"{FILE}:P3OTokenTerms.clip_hits", dew_rl="-",
-                      why="a monitoring count outside the objective (ratio outside [0.8, 1.2]); dew_rl has none")]),
-        indent=1) + "\n")
-    print(f"[relax] {len(records)} outputs frozen in {OUT.relative_to(ROOT)} ({OUT.stat().st_size} bytes)")
+                      why="a monitoring count outside the objective (ratio outside [0.8, 1.2]); dew_rl has none")]))
     return 0
 
 

@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import json
 import sys
 import types
 from pathlib import Path
@@ -100,10 +99,7 @@ def make_inputs() -> dict:
 
     def put(case, lp, l, adv, mask):
         "l: log pi - log pi_old."
-        x[f"in/{case}/log_probs"] = f32(lp)
-        x[f"in/{case}/old_log_probs"] = f32(lp - l)
-        x[f"in/{case}/advantages"] = f32(adv)
-        x[f"in/{case}/mask"] = f32(mask)
+        relax_source.put_token_case(x, case, lp, l, adv, mask)
 
     # a: moderate log-ratios with a few far from 0; one exact l = 0
     B, T = 6, 8
@@ -274,21 +270,19 @@ def main(argv: list[str]) -> int:
         put("r", "rloo_loo", relax.compute_rloo_leave_one_out_rewards(torch.tensor(r[group == g])),
             "compute_rloo_leave_one_out_rewards", f"group_rewards = rewards[group == {g}] (1-D float32)", group=g)
 
-    np.savez_compressed(OUT, **arrays)
     not_run = [dict(framework="relax", framework_function=f"{FILE}:{f}", dew_rl="-", why=why) for f, why in (
         ("compute_cispo_loss, compute_sapo_loss, compute_approx_kl, compute_opsm_mask, vanilla_gae, chunked_gae",
          "frozen at an earlier revision by tools/make_relax_ppo_fixtures.py (tests/fixtures/ppo_relax.npz)"),
         ("the rest of the file", "megatron plumbing, torch.distributed all-reduces, checkpoint helpers; outside "
          "this fixture's brief"))]
-    OUT.with_suffix(".json").write_text(json.dumps(dict(
+    relax_source.save_fixture(OUT, ROOT, arrays, dict(
         framework="relax", version=f"Relax {REPOSITORY}@{REVISION}", revision=REVISION, file=FILE,
         definitions=list(DEFINITIONS), sha256=digest,
         how=f"the definitions above taken from the syntax tree of {FILE} at the revision (sha256 of their source "
         "segments checked) and executed unchanged (decorators included) in a fresh module namespace holding torch, "
         "math, dist, F, Namespace, torch.compile the identity decorator during the exec (the functions run "
         "eagerly), and called (tools/make_relax_ppo2_fixtures.py), torch " + torch.__version__,
-        records=records, failed=[], not_run=not_run), indent=1) + "\n")
-    print(f"[relax] {len(records)} outputs frozen in {OUT.relative_to(ROOT)} ({OUT.stat().st_size} bytes)")
+        records=records, failed=[], not_run=not_run))
     return 0
 
 

@@ -66,7 +66,6 @@ tests/test_ppo_relax.py compares dew_rl's `signed_cispo_terms`, `sapo_terms`, `k
 """
 from __future__ import annotations
 
-import json
 import sys
 import types
 from pathlib import Path
@@ -188,19 +187,14 @@ def cases_of(inputs: dict) -> dict:
 
 def read_relax(source: str) -> str:
     "The file's text, from a git dir (at REVISION) or from a path; checked against the pinned sha256."
-    text = relax_source.read_text(source, REVISION, FILE)
-    relax_source.check_sha256(text, SHA256, f"{source} ({FILE}@{REVISION})")
-    return text
+    return relax_source.read_checked(source, REVISION, FILE, SHA256)
 
 
 def load_relax(text: str) -> types.ModuleType:
     """Execute the file's text unchanged in a fresh module, with torch.compile the identity for the duration of the
     exec (see the module docstring) and restored afterwards."""
     import torch
-    name = "relax_ppo_utils_" + REVISION[:12]
-    mod = types.ModuleType(name)
-    mod.__file__ = f"redai-infra/Relax@{REVISION[:12]}:{FILE}"
-    sys.modules[name] = mod
+    mod = relax_source.fresh_module("relax_ppo_utils_" + REVISION[:12], f"redai-infra/Relax@{REVISION[:12]}:{FILE}")
     compile_ = torch.compile
     with relax_source.torch_compile_is_identity():
         exec(compile(text, mod.__file__, "exec", dont_inherit=True), mod.__dict__)
@@ -295,7 +289,6 @@ def main(argv: list[str]) -> int:
                 put(case, "gae_adv", adv, fn, s + "; advantages", **p)
                 put(case, "gae_ret", ret, fn, s + "; returns", **p)
 
-    np.savez_compressed(OUT, **arrays)
     not_run = [dict(framework="relax", framework_function=f"{FILE}:{f}", dew_rl="-", why=why) for f, why in (
         ("compute_policy_loss", "PPO's clipped surrogate: outside this fixture's brief (dew_rl's "
          "clipped_surrogate_terms is compared against other frameworks)"),
@@ -305,13 +298,12 @@ def main(argv: list[str]) -> int:
         ("compute_log_probs, compute_entropy_from_logits, calculate_log_probs_and_entropy",
          "megatron's fused vocab-parallel cross entropy and torch.distributed all-reduces"),
         ("get_grpo_returns, get_reinforce_plus_plus_baseline_advantages", "broadcasts; outside this fixture's brief"))]
-    OUT.with_suffix(".json").write_text(json.dumps(dict(
+    relax_source.save_fixture(OUT, ROOT, arrays, dict(
         framework="relax", version=f"Relax redai-infra/Relax@{REVISION}", revision=REVISION, file=FILE,
         sha256=SHA256, how=f"the text of {FILE} at the revision (sha256 checked) executed unchanged in a fresh module "
         "namespace, torch.compile the identity decorator during the exec (the functions run eagerly), and its "
         "functions called (tools/make_relax_ppo_fixtures.py), torch " + torch.__version__,
-        records=records, failed=[], not_run=not_run), indent=1) + "\n")
-    print(f"[relax] {len(records)} outputs frozen in {OUT.relative_to(ROOT)} ({OUT.stat().st_size} bytes)")
+        records=records, failed=[], not_run=not_run))
     return 0
 
 

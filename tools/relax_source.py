@@ -55,3 +55,39 @@ def prefix_mask(lengths, T, holes=()):
         assert 0 < c < lengths[r] - 1, (r, c)
         m[r, c] = 0.0
     return m
+
+
+def read_checked(source: str, revision: str, path: str, pinned: str) -> str:
+    "The text of `path` at `revision` (from a git dir or a file, as `read_text`), checked against the pinned sha256."
+    text = read_text(source, revision, path)
+    check_sha256(text, pinned, f"{source} ({path}@{revision})")
+    return text
+
+
+def fresh_module(name: str, file: str):
+    "An empty module registered in sys.modules under `name` (so that @dataclass can resolve it), `__file__` = `file`."
+    import sys
+    import types
+    mod = types.ModuleType(name)
+    mod.__file__ = file
+    sys.modules[name] = mod
+    return mod
+
+
+def put_token_case(x: dict, case: str, lp, l, adv, mask, older: str = "old_log_probs") -> None:
+    "Store a token case under in/<case>/, float32: log_probs `lp`, `older` = lp - l, advantages, mask."
+    import numpy as np
+    x[f"in/{case}/log_probs"] = np.asarray(lp, np.float32)
+    x[f"in/{case}/{older}"] = np.asarray(lp - l, np.float32)
+    x[f"in/{case}/advantages"] = np.asarray(adv, np.float32)
+    x[f"in/{case}/mask"] = np.asarray(mask, np.float32)
+
+
+def save_fixture(out: Path, root: Path, arrays: dict, meta: dict) -> None:
+    "Write the fixture: the arrays to `out` (.npz, compressed), `meta` to its .json, and say so."
+    import json
+
+    import numpy as np
+    np.savez_compressed(out, **arrays)
+    out.with_suffix(".json").write_text(json.dumps(meta, indent=1) + "\n")
+    print(f"[relax] {len(meta['records'])} outputs frozen in {out.relative_to(root)} ({out.stat().st_size} bytes)")

@@ -84,7 +84,7 @@ def distillation_advantage(log_probs, teacher_log_probs, mask, advantages=None, 
 DISTILLATION_LOSS_KINDS = KL_PENALTY_KINDS + ("abs",)
 
 
-def distillation_kl_terms(log_probs, teacher_log_probs, mask, kind="k3", loss_max_clamp=None):
+def distillation_kl_terms(log_probs, teacher_log_probs, mask, kind="k3", loss_max_clamp=None) -> tuple:
     """Per-token sampled-token distillation loss k_X(log pi_S, log pi_T), clamped to [-c, c], 0 outside the mask.
 
     Parameters
@@ -104,13 +104,14 @@ def distillation_kl_terms(log_probs, teacher_log_probs, mask, kind="k3", loss_ma
 
     Returns
     -------
-    jax.Array
-        [B, T] in the inputs' result dtype, 0 outside the mask, differentiable w.r.t. `log_probs`
+    tuple
+        ([B, T] terms in the inputs' result dtype, 0 outside the mask, differentiable w.r.t. `log_probs`; {}: no
+        indicators), the pair every `_terms` function returns
     """
     fn = "distillation_kl_terms"
     check_choice(fn, "kind", kind, DISTILLATION_LOSS_KINDS)
     s, t, keep, ct, rt = _pair(fn, log_probs, teacher_log_probs, mask)
-    return jnp.where(keep, _estimate(fn, s, t, kind, loss_max_clamp), 0.0).astype(rt)
+    return jnp.where(keep, _estimate(fn, s, t, kind, loss_max_clamp), 0.0).astype(rt), {}
 
 # %% ../../nbs/03p_distillation.ipynb #3f5df341
 TOP_K_KL_TYPES = ("forward", "reverse", "mixed", "jsd")

@@ -18,6 +18,12 @@ __all__ = ['SEQUENCE_STATISTICS', 'behavior_importance_weights', 'sequence_impor
 def behavior_importance_weights(old_log_probs, behavior_log_probs, mask, cap) -> jax.Array:
     """Detached truncated IS weights `min(exp(clip(old - behavior, -20, 20)), cap)`, zero outside the mask.
 
+    Superseded by `rollout_is_weights(old_log_probs, behavior_log_probs, mask, "token", cap)[0]`, which returns
+    the same bits (Rollout correction checks it); kept, with the contract's signature, as an alias of that call.
+
+    Superseded by `rollout_is_weights(old_log_probs, behavior_log_probs, mask, "token", cap)[0]`, which returns
+    the same bits (Rollout correction checks it); kept, with the contract's signature, as an alias of that call.
+
     Parameters
     ----------
     old_log_probs
@@ -46,6 +52,14 @@ SEQUENCE_STATISTICS = ("product", "geometric_mean")
 
 def sequence_importance_weights(old_log_probs, behavior_log_probs, mask, cap, statistic: str = "product") -> jax.Array:
     """Detached per-response IS weight (product or geometric mean of token ratios), capped, at every kept token.
+
+    Superseded by `rollout_is_weights(old_log_probs, behavior_log_probs, mask, level, cap)[0]` with `level`
+    "sequence" (statistic "product") or "geometric_mean", which returns the same bits (Rollout correction checks
+    it); kept as an alias of that call.
+
+    Superseded by `rollout_is_weights(old_log_probs, behavior_log_probs, mask, level, cap)[0]` with `level`
+    "sequence" (statistic "product") or "geometric_mean", which returns the same bits (Rollout correction checks
+    it); kept as an alias of that call.
 
     Parameters
     ----------

@@ -76,6 +76,14 @@ def preference_margin(policy_chosen, policy_rejected, ref_chosen, ref_rejected, 
 def preference_logsigmoid(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen, mask_rejected, beta) -> jax.Array:
     """DPO: mean over pairs of `-log_sigmoid(beta * ((pc - rc) - (pr - rr)))`, summed masked log-probs.
 
+    Superseded by `dpo_loss(..., beta, loss_type="sigmoid")[0]` (The preference family), the same loss to float32
+    round-off (this chapter's tests check it), with TRL's other loss types and metrics; kept, with the contract's
+    signature, as an alias of that call.
+
+    Superseded by `dpo_loss(..., beta, loss_type="sigmoid")[0]` (The preference family), the same loss to float32
+    round-off (the cell below checks it), with TRL's other loss types and metrics; kept, with the contract's
+    signature, as an alias of that call.
+
     Parameters
     ----------
     policy_chosen
@@ -107,6 +115,14 @@ def preference_logsigmoid(policy_chosen, policy_rejected, ref_chosen, ref_reject
 def preference_ipo(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen, mask_rejected, beta,
                    length_normalise: bool = False) -> jax.Array:
     """IPO (arXiv:2310.12036, Eq. 17): mean over pairs of `(Delta - 1 / (2 beta))^2`.
+
+    With `length_normalise=True`, superseded by `dpo_loss(..., beta, loss_type="ipo")[0]` (TRL's per-token means),
+    the same loss to float32 round-off (this chapter's tests check it); the default, the paper's summed log-probs
+    (OpenRLHF), has no `dpo_loss` spelling and is why this function stays.
+
+    With `length_normalise=True`, superseded by `dpo_loss(..., beta, loss_type="ipo")[0]` (TRL's per-token means),
+    the same loss to float32 round-off (the cell below checks it); the default, the paper's summed log-probs
+    (OpenRLHF), has no `dpo_loss` spelling and is why this function stays.
 
     Parameters
     ----------

@@ -10,7 +10,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from .._checks import check_number
+from .._checks import check_number, renamed_argument
 from .._ops import clamp, count_kept, larger, smaller, sum_over
 from .ppo import clipped_surrogate_terms
 from .ratios import LOG_RATIO_CLAMP
@@ -21,7 +21,8 @@ __all__ = ['gmpo_terms', 'sequence_product_terms', 'clip_cov_terms', 'kl_cov_ter
            'm2po_terms']
 
 # %% ../../nbs/03j_sequence_trust_regions.ipynb #802b5fb3
-def gmpo_terms(log_ratio, advantages, mask, clip_ratio_low=0.4, clip_ratio_high=0.4) -> tuple:
+@renamed_argument(clip_ratio_low="epsilon_low", clip_ratio_high="epsilon_high")
+def gmpo_terms(log_ratio, advantages, mask, epsilon_low=0.4, epsilon_high=0.4) -> tuple:
     """GMPO's sequence loss -mean(A) exp(mean_t clip_sgn(A)(x_t)) at every kept token of its row.
 
     Parameters
@@ -32,9 +33,9 @@ def gmpo_terms(log_ratio, advantages, mask, clip_ratio_low=0.4, clip_ratio_high=
         [B, T] advantages (GMPO uses their masked row mean); data
     mask
         [B, T] 0/1 loss mask
-    clip_ratio_low
+    epsilon_low
         epsilon_l >= 0: where A < 0 the log ratio is clipped below at -epsilon_l
-    clip_ratio_high
+    epsilon_high
         epsilon_h >= 0: where A > 0 the log ratio is clipped above at epsilon_h
 
     Returns
@@ -47,8 +48,8 @@ def gmpo_terms(log_ratio, advantages, mask, clip_ratio_low=0.4, clip_ratio_high=
     Zhao et al. 2025, arXiv:2507.20673v3 (verl loss_mode `geo_mean`, TRL experimental `GMPOTrainer`)
     """
     fn = "gmpo_terms"
-    lo = _nonnegative_number(fn, "clip_ratio_low", clip_ratio_low)
-    hi = _nonnegative_number(fn, "clip_ratio_high", clip_ratio_high)
+    lo = _nonnegative_number(fn, "epsilon_low", epsilon_low)
+    hi = _nonnegative_number(fn, "epsilon_high", epsilon_high)
     a, keep, ct, rt = _token_inputs(fn, mask, ("log_ratio",), log_ratio=log_ratio, advantages=advantages)
     x, adv = a["log_ratio"], a["advantages"]
     n = jnp.maximum(count_kept(keep, axis=-1), 1).astype(ct)[:, None]
@@ -174,7 +175,8 @@ def _token_covariance(advantages, log_probs, keep, ct, axis_name=None) -> tuple:
     return jnp.where(keep, (adv - s_a / d) * (lp - s_l / d), 0), n
 
 
-def clip_cov_terms(log_ratio, log_probs, advantages, mask, key, clip_ratio_low=0.2, clip_ratio_high=0.2,
+@renamed_argument(clip_ratio_low="epsilon_low", clip_ratio_high="epsilon_high")
+def clip_cov_terms(log_ratio, log_probs, advantages, mask, key, epsilon_low=0.2, epsilon_high=0.2,
                    clip_cov_ratio=0.0002, clip_cov_lb=1.0, clip_cov_ub=5.0, axis_name=None) -> tuple:
     """Clip-Cov: PPO terms (no dual clip) with a random k of the tokens whose covariance is in (lb, ub) removed.
 
@@ -190,9 +192,9 @@ def clip_cov_terms(log_ratio, log_probs, advantages, mask, key, clip_ratio_low=0
         [B, T] 0/1 loss mask
     key
         a jax.random key: the random subset (the same key selects the same tokens however rows are sharded)
-    clip_ratio_low
+    epsilon_low
         PPO's lower clip offset, in [0, 1)
-    clip_ratio_high
+    epsilon_high
         PPO's upper clip offset, >= 0
     clip_cov_ratio
         r in (0, 1]: k = max(floor(r N), 1) tokens are removed (N valid tokens)
@@ -219,7 +221,7 @@ def clip_cov_terms(log_ratio, log_probs, advantages, mask, key, clip_ratio_low=0
     ub = check_number(fn, "clip_cov_ub", clip_cov_ub, math.isfinite, "a finite number")
     a, keep, ct, rt = _token_inputs(fn, mask, ("log_ratio",), log_ratio=log_ratio, log_probs=log_probs,
                                    advantages=advantages)
-    terms, ind = clipped_surrogate_terms(log_ratio, advantages, mask, clip_ratio_low, clip_ratio_high, None)
+    terms, ind = clipped_surrogate_terms(log_ratio, advantages, mask, epsilon_low, epsilon_high, None)
     cov, n = _token_covariance(a["advantages"], a["log_probs"], keep, ct, axis_name)
     candidates = keep & ~ind["clipped"] & (cov > lb) & (cov < ub)
     k = jnp.maximum(jnp.floor(ratio * n), 1.0)
@@ -269,13 +271,16 @@ def kl_cov_terms(log_ratio, log_probs, advantages, mask, kl_cov_ratio=0.0002, pp
     return jnp.where(selected, base + coef * abs_x, base).astype(rt), {"kl_penalised": selected}
 
 # %% ../../nbs/03j_sequence_trust_regions.ipynb #d698bb3e
-def m2po_loss_mask(old_log_probs, prox_log_probs, mask, m2_threshold, axis_name=None) -> jax.Array:
-    """AReaL's M2PO mask: drop the tokens of largest (old - prox)^2 until the mean of the rest is below m2_threshold.
+@renamed_argument(old_log_probs="behavior_log_probs")
+def m2po_loss_mask(behavior_log_probs, prox_log_probs, mask, m2_threshold, axis_name=None) -> jax.Array:
+    """AReaL's M2PO mask: drop the tokens of largest (behavior - prox)^2 until the mean of the rest is below m2_threshold.
 
     Parameters
     ----------
-    old_log_probs
-        [B, T] log-probs under the behaviour (sampling) policy; data
+    behavior_log_probs
+        [B, T] log-probs under the behaviour (sampling) policy; data. Formerly `old_log_probs`: that
+        keyword still works, deprecated (a `DeprecationWarning` once), as every other function calls the sampler
+        `behavior_log_probs`
     prox_log_probs
         [B, T] log-probs under the proximal policy; data
     mask
@@ -296,8 +301,8 @@ def m2po_loss_mask(old_log_probs, prox_log_probs, mask, m2_threshold, axis_name=
     """
     fn = "m2po_loss_mask"
     tau = _positive_number(fn, "m2_threshold", m2_threshold)
-    a, keep, ct, rt = _token_inputs(fn, mask, (), old_log_probs=old_log_probs, prox_log_probs=prox_log_probs)
-    d = a["old_log_probs"] - a["prox_log_probs"]
+    a, keep, ct, rt = _token_inputs(fn, mask, (), behavior_log_probs=behavior_log_probs, prox_log_probs=prox_log_probs)
+    d = a["behavior_log_probs"] - a["prox_log_probs"]
     m2 = jnp.where(keep, d * d, 0)
     keys = _order_key(m2)
 

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from .._checks import (as_float, as_groups, as_mask, check_choice, check_number, check_rank, check_same_shape,
-                            stat_dtype)
+                            renamed_argument, stat_dtype)
 from .._ops import clamp, count_kept, group_size, group_sum, groups_of, smaller, sum_over
 from .ratios import LOG_RATIO_CLAMP
 
@@ -259,9 +259,9 @@ def signed_cispo_terms(log_ratio, log_probs, advantages, mask, epsilon_low=1.0, 
 _DPPO_BINARY_KL_EPS = 1e-8  # verl's guard inside the binary KL's second logarithm
 
 
-def _dppo(fn, divergence, log_probs, old_log_probs, advantages, mask, clip_ratio_low, clip_ratio_high, clip_ratio_c):
-    lo = _nonnegative_number(fn, "clip_ratio_low", clip_ratio_low)
-    hi = _nonnegative_number(fn, "clip_ratio_high", clip_ratio_high)
+def _dppo(fn, divergence, log_probs, old_log_probs, advantages, mask, epsilon_low, epsilon_high, clip_ratio_c):
+    lo = _nonnegative_number(fn, "epsilon_low", epsilon_low)
+    hi = _nonnegative_number(fn, "epsilon_high", epsilon_high)
     c = _positive_number(fn, "clip_ratio_c", clip_ratio_c)
     a, keep, ct, rt = _token_inputs(fn, mask, log_probs=log_probs, old_log_probs=old_log_probs, advantages=advantages)
     lp, old, adv = a["log_probs"], a["old_log_probs"], a["advantages"]
@@ -280,7 +280,8 @@ def _dppo(fn, divergence, log_probs, old_log_probs, advantages, mask, clip_ratio
     return terms, {"masked": keep & ~valid, "truncated": keep & valid & (rho > c)}
 
 
-def dppo_tv_terms(log_probs, old_log_probs, advantages, mask, clip_ratio_low=0.2, clip_ratio_high=0.2,
+@renamed_argument(clip_ratio_low="epsilon_low", clip_ratio_high="epsilon_high")
+def dppo_tv_terms(log_probs, old_log_probs, advantages, mask, epsilon_low=0.2, epsilon_high=0.2,
                   clip_ratio_c=3.0) -> tuple:
     """Per-token DPPO-Binary-TV loss -A sg(min(rho, c)) M log pi, M masking tokens whose probability moved too far.
 
@@ -294,9 +295,9 @@ def dppo_tv_terms(log_probs, old_log_probs, advantages, mask, clip_ratio_low=0.2
         [B, T] advantages; data
     mask
         [B, T] 0/1 loss mask
-    clip_ratio_low
+    epsilon_low
         delta_l >= 0: a token with A <= 0 leaves the loss when p - p_old < -delta_l
-    clip_ratio_high
+    epsilon_high
         delta_h >= 0: a token with A > 0 leaves the loss when p - p_old > delta_h
     clip_ratio_c
         c > 0, the truncation of the detached ratio weight
@@ -310,11 +311,12 @@ def dppo_tv_terms(log_probs, old_log_probs, advantages, mask, clip_ratio_low=0.2
     ------
     Qi et al. 2026, arXiv:2602.04879v1 (verl loss_mode `dppo_tv`)
     """
-    return _dppo("dppo_tv_terms", "tv", log_probs, old_log_probs, advantages, mask, clip_ratio_low, clip_ratio_high,
+    return _dppo("dppo_tv_terms", "tv", log_probs, old_log_probs, advantages, mask, epsilon_low, epsilon_high,
                  clip_ratio_c)
 
 
-def dppo_kl_terms(log_probs, old_log_probs, advantages, mask, clip_ratio_low=0.2, clip_ratio_high=0.2,
+@renamed_argument(clip_ratio_low="epsilon_low", clip_ratio_high="epsilon_high")
+def dppo_kl_terms(log_probs, old_log_probs, advantages, mask, epsilon_low=0.2, epsilon_high=0.2,
                   clip_ratio_c=3.0) -> tuple:
     """Per-token DPPO-Binary-KL loss -A sg(min(rho, c)) M log pi, M masking tokens past a binary-KL budget.
 
@@ -328,9 +330,9 @@ def dppo_kl_terms(log_probs, old_log_probs, advantages, mask, clip_ratio_low=0.2
         [B, T] advantages; data
     mask
         [B, T] 0/1 loss mask
-    clip_ratio_low
+    epsilon_low
         delta_l >= 0: a token with A <= 0 and p < p_old leaves the loss when its binary KL exceeds delta_l
-    clip_ratio_high
+    epsilon_high
         delta_h >= 0: a token with A > 0 and p > p_old leaves the loss when its binary KL exceeds delta_h
     clip_ratio_c
         c > 0, the truncation of the detached ratio weight
@@ -344,7 +346,7 @@ def dppo_kl_terms(log_probs, old_log_probs, advantages, mask, clip_ratio_low=0.2
     ------
     Qi et al. 2026, arXiv:2602.04879v1 (verl loss_mode `dppo_kl`)
     """
-    return _dppo("dppo_kl_terms", "kl", log_probs, old_log_probs, advantages, mask, clip_ratio_low, clip_ratio_high,
+    return _dppo("dppo_kl_terms", "kl", log_probs, old_log_probs, advantages, mask, epsilon_low, epsilon_high,
                  clip_ratio_c)
 
 # %% ../../nbs/03i_weighted_policy_gradients.ipynb #4b90f337
@@ -529,7 +531,7 @@ def astar_po_value(rewards, group, beta=0.5) -> jax.Array:
     return (b * (top + jnp.log(s) - jnp.log(n))).astype(dt)
 
 
-def astar_po_loss_terms(log_probs, ref_log_probs, mask, rewards, values_star, beta=1e-3) -> jax.Array:
+def astar_po_loss_terms(log_probs, ref_log_probs, mask, rewards, values_star, beta=1e-3) -> tuple:
     """Per-response A*-PO regression loss (beta * sum_t m_t (log pi - log pi_ref) - (R - V*))^2.
 
     Parameters
@@ -549,8 +551,9 @@ def astar_po_loss_terms(log_probs, ref_log_probs, mask, rewards, values_star, be
 
     Returns
     -------
-    jax.Array
-        [B] squared errors, one per response, in the result dtype of the log-prob arrays; the loss is their mean
+    tuple
+        ([B] squared errors, one per response, in the result dtype of the log-prob arrays (the loss is their mean),
+        {}: no indicators), the pair every `_terms` function returns
 
     Source
     ------
@@ -563,4 +566,4 @@ def astar_po_loss_terms(log_probs, ref_log_probs, mask, rewards, values_star, be
     r = _per_row(fn, "rewards", rewards, keep.shape[0], "log_probs").astype(ct)
     v = _per_row(fn, "values_star", values_star, keep.shape[0], "log_probs").astype(ct)
     delta = (a["log_probs"] - a["ref_log_probs"]).sum(axis=1)   # both are zero outside the mask
-    return ((b * delta - (r - v)) ** 2).astype(rt)
+    return ((b * delta - (r - v)) ** 2).astype(rt), {}

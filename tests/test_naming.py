@@ -1,0 +1,62 @@
+"""The naming rule's deprecated spellings (nbs/00a_checks.md, "The naming rule"): each old keyword still gives the
+new keyword's result, bit for bit, and warns once per process, with a `DeprecationWarning` naming both spellings."""
+import warnings
+
+import jax
+import numpy as np
+import pytest
+
+import dew_rl as rl
+from dew_rl._checks import _WARNED
+
+B, T = 4, 5
+g = np.random.default_rng(7)
+LP = g.normal(-1.0, 0.5, (B, T)).astype(np.float32)
+OLD = (LP + g.normal(0.0, 0.3, (B, T))).astype(np.float32)
+ADV = g.normal(0.0, 1.0, (B, T)).astype(np.float32)
+MASK = np.ones((B, T), np.float32)
+MASK[1, 3:] = 0
+
+CASES = {  # function -> (positional arguments, {old keyword: (new keyword, value)})
+    "m2po_loss_mask": ((), dict(old_log_probs=("behavior_log_probs", OLD)),
+                       dict(prox_log_probs=LP, mask=MASK, m2_threshold=0.02)),
+    "dppo_tv_terms": ((LP, OLD, ADV, MASK), dict(clip_ratio_low=("epsilon_low", 0.05), clip_ratio_high=("epsilon_high", 0.1)), {}),
+    "dppo_kl_terms": ((LP, OLD, ADV, MASK), dict(clip_ratio_low=("epsilon_low", 0.01), clip_ratio_high=("epsilon_high", 0.02)), {}),
+    "gmpo_terms": ((LP - OLD, ADV, MASK), dict(clip_ratio_low=("epsilon_low", 0.1), clip_ratio_high=("epsilon_high", 0.05)), {}),
+    "clip_cov_terms": ((LP - OLD, LP, ADV, MASK, jax.random.key(0)),
+                       dict(clip_ratio_low=("epsilon_low", 0.1), clip_ratio_high=("epsilon_high", 0.05)), dict(clip_cov_ratio=0.3)),
+}
+
+
+def _leaves(out):
+    return [np.asarray(x) for x in jax.tree_util.tree_leaves(out)]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_old_keyword_gives_the_same_result_and_warns_once(name):
+    fn = getattr(rl, name)
+    args, renames, rest = CASES[name]
+    old_kw = {old: value for old, (new, value) in renames.items()}
+    new_kw = {new: value for old, (new, value) in renames.items()}
+    _WARNED.difference_update({(name, old) for old in renames})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = fn(*args, **old_kw, **rest)
+        second = fn(*args, **old_kw, **rest)
+        new = fn(*args, **new_kw, **rest)
+    for a, b, c in zip(_leaves(first), _leaves(second), _leaves(new)):
+        np.testing.assert_array_equal(a, c)
+        np.testing.assert_array_equal(b, c)
+    messages = sorted(str(w.message) for w in caught if issubclass(w.category, DeprecationWarning))
+    assert len(messages) == len(renames), messages  # once per old keyword, not once per call
+    for old, (new, _) in renames.items():
+        assert any(m.startswith(f"{name}: the argument `{old}` is now called `{new}`") for m in messages), messages
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_both_spellings_at_once_is_an_error(name):
+    fn = getattr(rl, name)
+    args, renames, rest = CASES[name]
+    old, (new, value) = next(iter(renames.items()))
+    with pytest.raises(TypeError, match=f"{name}: got both `{old}` \\(the deprecated name\\) and `{new}`"):
+        fn(*args, **{old: value, new: value}, **rest)
