@@ -13,9 +13,13 @@ The directive lines and nbval markers are stripped from what the reader sees. Th
 nbs/index.ipynb; hidden toctrees, one per group of CHAPTER_GROUPS with its caption, are appended to
 its copy so that every chapter is in the sidebar, grouped. The API reference (docs/api/) is written
 by docs/api_pages.py from the packages' __all__; docs/_static/dew_rl.css widens the content column.
+On the chapters' copies, the code of tests, of conflict tables and of figures is folded (myst-nb's
+`hide-input`), long tables of source files are folded (`<details>`), and each figure gets a caption and
+alt text from the cell that draws it (myst-nb's `mystnb.figure` / `mystnb.image` cell metadata).
 """
 from __future__ import annotations
 
+import ast
 import json
 import re
 import shutil
@@ -146,12 +150,102 @@ def _toctrees(chapters):
                        for caption, docs in CHAPTER_GROUPS)
 
 
+# Long pages fold what a reader opens only when checking: the code of a "Tests" section, the code of
+# the cells of "Where the frameworks disagree" that compute a table, and the code that draws a figure
+# (each a "Show code" bar; the outputs, tables and figures stay shown). The library's own code
+# (`#| export` cells) and every other cell stay open.
+_FOLD_SECTIONS = re.compile(r"^(Tests\b|Where the frameworks disagree)", re.IGNORECASE)
+_TITLE = re.compile(r"""(?:set_title|suptitle|\btitle)\s*[=(]\s*([rfRF]{0,2})(["'])(.+?)(?<!\\)\2""")
+
+
+def _outputs(cell, mime):
+    return any(mime in o.get("data", {}) for o in cell.get("outputs", []))
+
+
+def _plain(text):
+    """Markdown to one plain sentence or two: links, emphasis, inline code and math markers dropped."""
+    text = re.sub(r"\{cite:[a-z]+\}`[^`]*`", "", text)
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    text = re.sub(r"[*`$\\]|\{[a-z]+\}", "", text)
+    text = " ".join(text.split()).rstrip(":")
+    return text[:300].rsplit(" ", 1)[0] + " ..." if len(text) > 300 else text
+
+
+def _figure_text(cell, paragraph):
+    """A figure's caption (its panels' titles, or failing those the paragraph that introduces it) and its
+    alt text (the titles and that paragraph), computed from the cell that draws it."""
+    titles = []
+    for prefix, quote, text in _TITLE.findall("\n".join(_source_lines(cell))):
+        if "f" in prefix.lower() and "{" in text:
+            continue  # a title computed at run time
+        try:
+            titles.append(ast.literal_eval(prefix.lower().replace("f", "") + quote + text + quote))
+        except (SyntaxError, ValueError):
+            continue
+    lead = _plain(paragraph)
+    caption = "; ".join(dict.fromkeys(titles)) or lead.split(". ")[0]
+    alt = "Figure: " + "; ".join(x for x in (_plain("; ".join(dict.fromkeys(titles))), lead) if x)
+    return caption, alt
+
+
+def _fold_file_tables(cell):
+    """A Markdown table of source files (its first column headed "file ...") of more than a few rows is
+    folded: a `<details>` block whose summary counts the files."""
+    lines, out, i = _source_lines(cell), [], 0
+    while i < len(lines):
+        if lines[i].startswith("| file") and i + 1 < len(lines) and lines[i + 1].startswith("|---"):
+            j = i + 2
+            while j < len(lines) and lines[j].startswith("|"):
+                j += 1
+            if j - i - 2 > 4:
+                out += [f"<details><summary>The table of the {j - i - 2} files and functions</summary>", ""] + lines[i:j] + ["", "</details>"]
+                i = j
+                continue
+        out.append(lines[i])
+        i += 1
+    cell["source"] = "\n".join(out)
+
+
+def _fold_and_caption(cells):
+    section, paragraph, in_fence = "", "", False
+    for cell in cells:
+        if cell.get("cell_type") == "markdown":
+            _fold_file_tables(cell)
+            for line in _source_lines(cell):
+                if line.lstrip().startswith(("```", "~~~")):
+                    in_fence = not in_fence
+                elif not in_fence and line.startswith("## "):
+                    section = line[3:].strip()
+            paras = [p for p in "\n".join(_source_lines(cell)).split("\n\n") if p.strip() and not p.lstrip().startswith(("#", "|", "```", "<", ">", "$$"))]
+            paragraph = paras[-1] if paras else paragraph
+            continue
+        if cell.get("cell_type") != "code":
+            continue
+        meta = cell.setdefault("metadata", {})
+        tags = set(meta.get("tags", []))
+        directives = [m.group(1) for m in map(_DIRECTIVE.match, _source_lines(cell)) if m]
+        exported = any(d.startswith(("export", "exports")) for d in directives)
+        hidden = any(d.startswith(("hide", "default_exp")) or d.replace(" ", "") in ("echo:false", "include:false")
+                     for d in directives)
+        shown = not hidden and not tags & {"remove-cell", "remove-input", "hide-input", "hide-cell"}
+        figure = _outputs(cell, "image/png") or _outputs(cell, "image/svg+xml")
+        table = _outputs(cell, "text/markdown") or _outputs(cell, "text/html")
+        if shown and not exported and (figure or (_FOLD_SECTIONS.match(section) and (table or section[:5].lower() == "tests"))):
+            tags.add("hide-input")
+            meta["tags"] = sorted(tags)
+        if figure and "mystnb" not in meta:
+            caption, alt = _figure_text(cell, paragraph)
+            meta["mystnb"] = {"image": {"alt": alt}, "figure": {"caption": caption}}
+
+
 def _copy_notebooks():
     for old in HERE.glob("*.ipynb"):
         old.unlink()
     chapters = []
     for src in sorted(NBS.glob("*.ipynb")):
         nb = json.loads(src.read_text(encoding="utf-8"))
+        if src.stem != "index":
+            _fold_and_caption(nb["cells"])
         nb["cells"] = [_translate_cell(c) for c in nb["cells"]]
         nb.setdefault("metadata", {}).pop("jupytext", None)
         if src.stem == "index":

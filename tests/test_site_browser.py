@@ -12,7 +12,10 @@ fits its container or shows its first and last columns without scrolling. The sa
 of the site without the project's stylesheet (docs/_static/dew_rl.css) finds hidden columns on the
 Features page, so that check cannot pass vacuously either. At 1400 px the page contents open from
 the header's button rather than taking width beside the article. Figure legends are drawn into
-PNGs, so their font size is not checkable here.
+PNGs, so their font size is checked in the notebooks' plotting code (every `legend(...)` at 9 pt or
+more, no default lowered under it); every figure has a caption and alt text that is not a file name;
+the Features page's sections A-I are headings in its page contents; a page longer than 20 screens at
+1400x900 has folded blocks (the code of its tests, tables and figures, its source lists).
 
 Navigation: the sidebar's captioned groups are the ones below, in order, with the contributors'
 pages last; the home page lists the chapters in the sidebar's order; one search box is visible.
@@ -242,3 +245,131 @@ def test_page_contents_open_from_the_header_at_1400px(site, tmp_path):
     assert r["beside"] == 0 and r["button"] > 0, r
     assert r["open"] and r["links"] >= 5, f"the page contents did not open from the header button: {r}"
     assert r["article"] >= 1000, r
+
+
+# Figure legends: drawn into PNGs, so their size is checked where it is set, in the notebooks' plotting code.
+# Every `legend(...)` call of every chapter gives no font size (matplotlib's default, 10 pt) or one of at least
+# 9 pt, and no cell lowers the default (`rcParams["legend.fontsize"]`, `["font.size"]`) under 9 pt.
+MIN_LEGEND_PT = 9
+_NAMED_SIZES = {"xx-small": 5.79, "x-small": 6.94, "small": 8.33, "medium": 10, "large": 12, "x-large": 14.4,
+                "xx-large": 17.28, "smaller": 8.33, "larger": 12}
+
+
+def _code_cells(path: Path):
+    import re
+
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "code":
+            src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            yield i, "\n".join(line for line in src.splitlines() if not re.match(r"\s*(%{1,2}|!)[A-Za-z]", line))
+
+
+def _size_pt(node):
+    import ast
+
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
+        return float(node.value)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return _NAMED_SIZES.get(node.value, float("nan"))
+    return None  # computed at run time: not checkable here
+
+
+def small_legends(source: str, where: str = "") -> list[str]:
+    """Legend font sizes under MIN_LEGEND_PT set in one cell's code: `legend(fontsize=...)`,
+    `legend(prop={"size": ...})`, `rcParams["legend.fontsize"] = ...`, `rcParams["font.size"] = ...`."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "legend":
+            for kw in node.keywords:
+                sizes = [kw.value] if kw.arg == "fontsize" else []
+                if kw.arg == "prop" and isinstance(kw.value, ast.Dict):
+                    sizes = [v for k, v in zip(kw.value.keys, kw.value.values)
+                             if isinstance(k, ast.Constant) and k.value == "size"]
+                for s in sizes:
+                    pt = _size_pt(s)
+                    if pt is not None and not pt >= MIN_LEGEND_PT:
+                        found.append(f"{where} line {node.lineno}: legend at {ast.unparse(s)} ({pt} pt)")
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant) \
+                        and t.slice.value in ("legend.fontsize", "font.size"):
+                    pt = _size_pt(node.value)
+                    if pt is not None and not pt >= MIN_LEGEND_PT:
+                        found.append(f"{where} line {node.lineno}: {t.slice.value} = {ast.unparse(node.value)}")
+    return found
+
+
+def test_figure_legends_are_at_least_9pt():
+    small, legends = [], 0
+    for path in sorted((ROOT / "nbs").glob("*.ipynb")):
+        for i, src in _code_cells(path):
+            legends += src.count(".legend(")
+            small += small_legends(src, f"{path.name} cell {i}")
+    assert legends >= 30, f"only {legends} legend calls found: the scan missed the plotting code"
+    assert not small, "figure legends under 9 pt:\n" + "\n".join(small)
+
+
+def test_legend_scan_finds_small_legends():
+    src = ('ax.legend(fontsize=8)\naxes[0].legend(loc="upper left", fontsize="small")\nax.legend(prop={"size": 7})\n'
+           'plt.rcParams["legend.fontsize"] = 6\nax.legend(fontsize=9)\nax.legend()\n')
+    assert len(small_legends(src)) == 4, small_legends(src)
+
+
+def _html(site: Path, page: str) -> str:
+    return (site / page).read_text(encoding="utf-8")
+
+
+def test_features_sections_are_headings_in_the_page_contents(site):
+    """The Features page's sections A-I are headings of the page (so its contents list them), titled as
+    `tools/conventions.py`'s SECTIONS, and each table's source list is folded."""
+    import re
+
+    spec = importlib.util.spec_from_file_location("dew_rl_conventions", ROOT / "tools" / "conventions.py")
+    cv = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cv)
+    html = _html(site, FEATURES)
+    heads = [re.sub(r"<[^>]+>|#$", "", h).strip() for h in re.findall(r"<h3[^>]*>(.*?)</h3>", html, re.S)]
+    expected = [f"{k}. {v}" for k, v in cv.SECTIONS.items()]
+    assert [h.rstrip("#").strip() for h in heads if re.match(r"^[A-I]\. ", h)] == expected, heads
+    toc = html[html.index('id="pst-page-navigation-heading'):] if 'id="pst-page-navigation-heading' in html else html
+    ids = re.findall(r'<section id="([^"]+)">\s*<h3', html)
+    assert len(ids) >= len(expected) and all(f'href="#{i}"' in toc for i in ids[:len(expected)]), ids
+    assert html.count("<summary>Sources of section") == len(expected)
+
+
+def test_figures_have_captions_and_alt_text(site):
+    """Every figure of every chapter has a caption and alt text that describes it (not a file name)."""
+    import re
+
+    bad, n = [], 0
+    for chapter in CHAPTERS:
+        html = _html(site, f"{chapter}.html")
+        article = html[html.find("<article"):html.rfind("</article>")]
+        for img in re.findall(r"<img [^>]*>", article):
+            if "_images/" not in img:
+                continue
+            n += 1
+            alt = (re.search(r'alt="([^"]*)"', img) or [None, ""])[1]
+            if len(alt) < 12 or re.search(r"\.(png|svg|jpe?g)\b", alt):
+                bad.append(f"{chapter}: alt={alt!r}")
+        figures, captions = article.count('<figure'), article.count('<figcaption')
+        if figures != captions:
+            bad.append(f"{chapter}: {figures} figures, {captions} captions")
+    assert n >= 30, f"only {n} figure images found"
+    assert not bad, bad
+
+
+MAX_SCREENS = 20
+
+
+def test_long_pages_fold_their_detail(site):
+    """At 1400x900 a page longer than 20 screens has folded blocks (the code of its tests, tables and
+    figures, its source lists) that a reader opens on demand; the figures are recorded in the report."""
+    pages = [f"{c}.html" for c in CHAPTERS]
+    layout = site_layout.measure(site, pages, 1400, 900)
+    long_unfolded = [f"{p}: {r['screens']:.1f} screens" for p, r in layout.items()
+                     if r.get("screens", 0) > MAX_SCREENS and not r.get("folded", 0)]
+    assert not long_unfolded, f"pages over {MAX_SCREENS} screens with nothing folded: {long_unfolded}"

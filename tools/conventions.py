@@ -278,15 +278,18 @@ def render_row(r: dict) -> str:
     return "| " + " | ".join(_cell(c) for c in (r["id"], r["name"], paper, _shipped(r), funcs, objs, ran, status)) + " |"
 
 
-def render_section(records, letter: str) -> str:
-    "The Markdown of one section: its heading, the table, and every row's sources as `repo@revision:path[:line]`."
+def render_section(records, letter: str, heading: bool = True) -> str:
+    """The Markdown of one section: its heading (unless the page has it as a heading of its own), the table,
+    and every row's sources as `repo@revision:path[:line]`, folded (a `<details>` block the reader opens)."""
     rows = [r for r in records if r["id"][0] == letter]
     head = ("| id | convention | paper | who ships it | `dew_rl` | `dew_rl.objectives` | run against | status |\n"
             "|---|---|---|---|---|---|---|---|")
-    out = [f"### {letter}. {SECTIONS[letter]}", "", head] + [render_row(r) for r in rows]
+    out = ([f"### {letter}. {SECTIONS[letter]}", ""] if heading else []) + [head] + [render_row(r) for r in rows]
     src = [f"{r['id']}: " + ", ".join(f"[`{s}`]({source_url(s)})" for s in r["sources"]) for r in rows if r["sources"]]
     if src:
-        out += ["", "Sources: " + "; ".join(src) + "."]
+        n = sum(len(r["sources"]) for r in rows)
+        out += ["", f"<details><summary>Sources of section {letter} ({n} files at pinned revisions)</summary>", "",
+                "; ".join(src) + ".", "", "</details>"]
     return "\n".join(out)
 
 

@@ -3,7 +3,8 @@
 For each page: the code and output blocks (`pre`) that scroll sideways, the tables wider than their
 container, the tables that hide a column (their first or last column not fully visible without
 scrolling), separately for the Features page and for the tables of "Where the frameworks disagree"
-sections, the figures shown smaller than their natural size, and the page's length in screens.
+sections, the figures shown smaller than their natural size, the page's length in screens (with its
+folded blocks closed) and how many folded blocks (`<details>`) it has.
 
     python tools/site_layout.py docs/_build/html --size 1400x900 [--size 1920x1080] [--json out.json]
 
@@ -45,6 +46,7 @@ function measure(doc, win) {
     pres_excess: pres.filter(p => p.scrollWidth > p.clientWidth + 1).map(p => p.scrollWidth - p.clientWidth),
     tables: tables.length, tables_overflow: 0, tables_hiding: [], conflict_tables: 0,
     screens: doc.documentElement.scrollHeight / vh,
+    folded: article.querySelectorAll('details').length,
     images: 0, images_shrunk: 0, min_image_scale: 1,
     search_boxes: Array.from(doc.querySelectorAll('.search-button__button, input[type=search], #searchbox input')).filter(e => {
       const r = e.getBoundingClientRect(), st = win.getComputedStyle(e);
@@ -151,6 +153,8 @@ def summary(per_page: dict) -> dict:
             "images_shrunk": tot("images_shrunk"), "images": tot("images"),
             "longest_page": longest[0], "longest_screens": round(longest[1].get("screens", 0), 1),
             "pages_over_20_screens": sum(1 for r in per_page.values() if r.get("screens", 0) > 20),
+            "pages_over_20_screens_unfolded": sum(1 for r in per_page.values()
+                                                  if r.get("screens", 0) > 20 and not r.get("folded", 0)),
             "site_screens": round(tot("screens"))}
 
 
