@@ -60,3 +60,20 @@ def test_both_spellings_at_once_is_an_error(name):
     old, (new, value) = next(iter(renames.items()))
     with pytest.raises(TypeError, match=f"{name}: got both `{old}` \\(the deprecated name\\) and `{new}`"):
         fn(*args, **{old: value, new: value}, **rest)
+
+
+def test_terms_functions_return_the_pair():
+    """`<loss>_terms` returns `(terms, indicators)`; the terms of REINFORCE and DRO against float64 NumPy."""
+    lp64, adv64, old64 = (np.asarray(x, np.float64) for x in (LP, ADV, OLD))
+    keep = np.asarray(MASK) != 0
+    cases = {
+        "reinforce_terms": (rl.reinforce_terms(LP, ADV, MASK), np.where(keep, -adv64 * lp64, 0)),
+        "dro_terms": (rl.dro_terms(LP, OLD, ADV, MASK, 0.1),
+                      np.where(keep, -(adv64 * lp64 - 0.05 * (lp64 - old64) ** 2), 0)),
+        "vespo_terms": (rl.vespo_terms(LP - OLD, LP, ADV, MASK), None),
+    }
+    for name, (out, ref) in cases.items():
+        assert isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict), name
+        assert out[0].shape == LP.shape, name
+        if ref is not None:
+            np.testing.assert_allclose(np.asarray(out[0], np.float64), ref, rtol=1e-6, atol=1e-6, err_msg=name)

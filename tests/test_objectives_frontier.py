@@ -184,8 +184,8 @@ def test_missing_sampler_log_probs_are_named():
 
 # -------------------------------------------------------------------------------------------- loss modes
 LOW_LEVEL = {  # loss mode -> its per-token terms from the public function, as the registry should call it
-    "reinforce": lambda c, lp, old, a, k: rl.reinforce_terms(lp, a, k),
-    "dro": lambda c, lp, old, a, k: rl.dro_terms(lp, old, a, k, c.dro_beta),
+    "reinforce": lambda c, lp, old, a, k: rl.reinforce_terms(lp, a, k)[0],
+    "dro": lambda c, lp, old, a, k: rl.dro_terms(lp, old, a, k, c.dro_beta)[0],
     "dppo_tv": lambda c, lp, old, a, k: rl.dppo_tv_terms(lp, old, a, k, c.clip_ratio_low, c.clip_ratio_high, c.clip_ratio_c)[0],
     "dppo_kl": lambda c, lp, old, a, k: rl.dppo_kl_terms(lp, old, a, k, c.clip_ratio_low, c.clip_ratio_high, c.clip_ratio_c)[0],
     "geo_mean": lambda c, lp, old, a, k: rl.gmpo_terms(rl.token_log_ratio(lp, old), a, k, c.clip_ratio_low, c.clip_ratio_high)[0],
@@ -193,7 +193,7 @@ LOW_LEVEL = {  # loss mode -> its per-token terms from the public function, as t
                                                                           c.clip_ratio_high, c.clip_ratio_c)[0],
     "signed_cispo": lambda c, lp, old, a, k: rl.signed_cispo_terms(rl.token_log_ratio(lp, old), lp, a, k)[0],
     "topr": lambda c, lp, old, a, k: rl.topr_terms(rl.token_log_ratio(lp, old), lp, a, k, jnp.asarray(R, jnp.float32))[0],
-    "vespo": lambda c, lp, old, a, k: rl.vespo_terms(rl.token_log_ratio(lp, old), lp, a, k),
+    "vespo": lambda c, lp, old, a, k: rl.vespo_terms(rl.token_log_ratio(lp, old), lp, a, k)[0],
     "kl_cov": lambda c, lp, old, a, k: rl.kl_cov_terms(rl.token_log_ratio(lp, old), lp, a, k, c.kl_cov_ratio, c.ppo_kl_coef)[0],
     "p3o": lambda c, lp, old, a, k: rl.p3o_terms(lp, f32(BEH), a, k)[0],
     "clip_cov": lambda c, lp, old, a, k: rl.clip_cov_terms(rl.token_log_ratio(lp, old), lp, a, k, jax.random.key(1))[0],

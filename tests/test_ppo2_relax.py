@@ -20,7 +20,7 @@ What agrees (log ratio x = log_probs - old_log_probs; Relax's ppo_kl is -x):
   `compute_policy_loss(ppo_kl, A, eps_clip, eps_clip_high, eps_clip_c)` for (0.2, 0.2, None) and (0.2, 0.28, 3.0):
   value, gradient, and dew_rl's "clipped" indicator is Relax's clipfrac exactly (neither counts the dual clip; dew_rl
   reports it apart, "dual_clipped", which is where Relax's loss is -3 A);
-* `reinforce_terms(log_probs, A, mask)` and `compute_rloo_loss(log_probs, A)`: value and gradient (Relax's
+* `reinforce_terms(log_probs, A, mask)[0]` and `compute_rloo_loss(log_probs, A)`: value and gradient (Relax's
   clipfrac is all zeros);
 * `rloo_advantage(rewards, group_ids)` and `compute_rloo_leave_one_out_rewards(group_rewards)` per group.
 
@@ -114,7 +114,7 @@ def ours_ppo(fx, case, e, h, c, sign=1.0):
 
 def ours_reinforce(fx, case, of_ratio=False):
     lp, old, A, m = tok(fx, case)
-    t, g, _ = grad_terms_aux(lambda x: (rl.reinforce_terms(x - old if of_ratio else x, A, m), None), lp)
+    t, g, _ = grad_terms_aux(lambda x: (rl.reinforce_terms(x - old if of_ratio else x, A, m)[0], None), lp)
     return pack(fx, case, t), pack(fx, case, g)
 
 

@@ -85,13 +85,13 @@ def dew_rl_side(framework: str, kind: str, p: dict, x: dict) -> dict:
     sm = lambda terms: rl.aggregate(terms, m, "seq-mean-token-mean")  # noqa: E731
     # name -> (function of the log-probs giving (scalar loss, dict of metrics), dew_rl function, call as text)
     if loss == "gpg":
-        f = lambda l: (tm(rl.reinforce_terms(l, adv, m)), {})  # noqa: E731
+        f = lambda l: (tm(rl.reinforce_terms(l, adv, m)[0]), {})  # noqa: E731
         fn, call = "reinforce_terms", "token-mean of reinforce_terms(lp, adv, mask)"
     elif loss == "reinforce_is":
-        f = lambda l: (tm(rl.reinforce_terms(l, adv, m, x["weights"])), {})  # noqa: E731
+        f = lambda l: (tm(rl.reinforce_terms(l, adv, m, x["weights"])[0]), {})  # noqa: E731
         fn, call = "reinforce_terms", "token-mean of reinforce_terms(lp, adv, mask, weights)"
     elif loss in ("dro", "kimi15"):
-        f = lambda l: (tm(rl.dro_terms(l, old, adv, m, p.get("beta", 0.1))), {})  # noqa: E731
+        f = lambda l: (tm(rl.dro_terms(l, old, adv, m, p.get("beta", 0.1))[0]), {})  # noqa: E731
         fn, call = "dro_terms", f"token-mean of dro_terms(lp, old, adv, mask, {p.get('beta', 0.1)})"
     elif loss in ("dppo_tv", "dppo_kl"):
         g = rl.dppo_tv_terms if loss == "dppo_tv" else rl.dppo_kl_terms
@@ -123,7 +123,7 @@ def dew_rl_side(framework: str, kind: str, p: dict, x: dict) -> dict:
         f = lambda l: (tm(rl.kl_cov_terms(raw(l), l, adv, m, p["ratio"], p["coef"])[0]), {})  # noqa: E731
         fn, call = "kl_cov_terms", f"token-mean of kl_cov_terms(lp - old, lp, adv, mask, {p['ratio']}, {p['coef']})"
     elif loss == "vespo":
-        f = lambda l: (tm(rl.vespo_terms(raw(l), l, adv, m)), {})  # noqa: E731
+        f = lambda l: (tm(rl.vespo_terms(raw(l), l, adv, m)[0]), {})  # noqa: E731
         fn, call = "vespo_terms", "token-mean of vespo_terms(lp - old, lp, adv, mask) (2, 3, 3, 2)"
     elif loss == "luspo":
         def f(l):
@@ -152,9 +152,9 @@ def dew_rl_side(framework: str, kind: str, p: dict, x: dict) -> dict:
         if loss == "topr_terms":
             v, call = rl.topr_terms(raw(lp), lp, adv, m, x["scores"])[0], "topr_terms(lp - old, lp, adv, mask, scores)"
         elif loss == "vanilla_terms":
-            v, call = rl.reinforce_terms(lp, adv, m), "reinforce_terms(lp, adv, mask)"
+            v, call = rl.reinforce_terms(lp, adv, m)[0], "reinforce_terms(lp, adv, mask)"
         else:
-            v, call = rl.dro_terms(lp, old, adv, m, 0.1), "dro_terms(lp, old, adv, mask, 0.1)"
+            v, call = rl.dro_terms(lp, old, adv, m, 0.1)[0], "dro_terms(lp, old, adv, mask, 0.1)"
         return dict(value=a64(v), function=call.split("(")[0], where=m > 0, convention=call + "; at the valid tokens")
     else:
         raise KeyError(f"no dew_rl side for {framework}/{kind}/{p}")

@@ -82,7 +82,7 @@ def _per_row(fn: str, name: str, x, rows: int, like: str) -> jax.Array:
     return jax.lax.stop_gradient(x)
 
 # %% ../../nbs/03i_weighted_policy_gradients.ipynb #27d58f20
-def reinforce_terms(log_probs, advantages, mask, weights=None) -> jax.Array:
+def reinforce_terms(log_probs, advantages, mask, weights=None) -> tuple:
     """Per-token REINFORCE loss -w * A * log pi_theta, with an optional detached weight w (default 1).
 
     Parameters
@@ -98,8 +98,8 @@ def reinforce_terms(log_probs, advantages, mask, weights=None) -> jax.Array:
 
     Returns
     -------
-    jax.Array
-        [B, T] terms, zero outside the mask, in the result dtype of the array inputs
+    tuple
+        ([B, T] terms, zero outside the mask, in the result dtype of the array inputs; {} (no indicators))
 
     Source
     ------
@@ -111,10 +111,10 @@ def reinforce_terms(log_probs, advantages, mask, weights=None) -> jax.Array:
         arrays["weights"] = weights
     a, keep, ct, rt = _token_inputs(fn, mask, **arrays)
     w = a["weights"] if weights is not None else 1.0
-    return jnp.where(keep, -w * a["advantages"] * a["log_probs"], 0).astype(rt)
+    return jnp.where(keep, -w * a["advantages"] * a["log_probs"], 0).astype(rt), {}
 
 # %% ../../nbs/03i_weighted_policy_gradients.ipynb #ecca3a05
-def dro_terms(log_probs, old_log_probs, advantages, mask, dro_beta) -> jax.Array:
+def dro_terms(log_probs, old_log_probs, advantages, mask, dro_beta) -> tuple:
     """Per-token quadratic-regularised policy-gradient loss -(A log pi - (beta / 2) (log pi - log pi_old)^2).
 
     Parameters
@@ -132,8 +132,8 @@ def dro_terms(log_probs, old_log_probs, advantages, mask, dro_beta) -> jax.Array
 
     Returns
     -------
-    jax.Array
-        [B, T] terms, zero outside the mask
+    tuple
+        ([B, T] terms, zero outside the mask; {} (no indicators))
 
     Source
     ------
@@ -144,7 +144,7 @@ def dro_terms(log_probs, old_log_probs, advantages, mask, dro_beta) -> jax.Array
     a, keep, ct, rt = _token_inputs(fn, mask, log_probs=log_probs, old_log_probs=old_log_probs, advantages=advantages)
     lp = a["log_probs"]
     d = lp - a["old_log_probs"]
-    return jnp.where(keep, -(a["advantages"] * lp - 0.5 * beta * d * d), 0).astype(rt)
+    return jnp.where(keep, -(a["advantages"] * lp - 0.5 * beta * d * d), 0).astype(rt), {}
 
 # %% ../../nbs/03i_weighted_policy_gradients.ipynb #c67e5743
 def positive_example_nll_terms(log_probs, mask, rewards) -> tuple:
@@ -354,7 +354,7 @@ _VESPO_LOG_W_MIN = math.log(1e-8)  # TRL's lower clamp of the sequence log weigh
 
 
 def vespo_terms(log_ratio, log_probs, advantages, mask, vespo_k_pos=2.0, vespo_lambda_pos=3.0, vespo_k_neg=3.0,
-                vespo_lambda_neg=2.0, is_log_ratio=None) -> jax.Array:
+                vespo_lambda_neg=2.0, is_log_ratio=None) -> tuple:
     """Per-token VESPO loss -sg(phi(w)) A log pi, phi(w) = e^lam w^k e^(-lam w) of the sequence ratio w, (k, lam) by sign(A).
 
     Parameters
@@ -380,8 +380,8 @@ def vespo_terms(log_ratio, log_probs, advantages, mask, vespo_k_pos=2.0, vespo_l
 
     Returns
     -------
-    jax.Array
-        [B, T] terms, zero outside the mask
+    tuple
+        ([B, T] terms, zero outside the mask; {} (no indicators))
 
     Source
     ------
@@ -404,7 +404,7 @@ def vespo_terms(log_ratio, log_probs, advantages, mask, vespo_k_pos=2.0, vespo_l
     k = jnp.where(nonneg, jnp.asarray(kp, ct), jnp.asarray(kn, ct))
     lam = jnp.where(nonneg, jnp.asarray(lp_, ct), jnp.asarray(ln_, ct))
     phi = jnp.exp(lam + k * log_w - lam * jnp.exp(log_w))
-    return jnp.where(keep, -phi * adv * a["log_probs"], 0).astype(rt)
+    return jnp.where(keep, -phi * adv * a["log_probs"], 0).astype(rt), {}
 
 # %% ../../nbs/03i_weighted_policy_gradients.ipynb #e2a14400
 _P3O_ESS_EPS = 1e-8          # Relax's epsilon in the ESS denominator

@@ -60,7 +60,7 @@ def _sapo_gate(cfg, lp, old, adv, keep, ctx):
 
 
 def _reinforce(cfg, lp, old, adv, keep, ctx):
-    return reinforce_terms(lp, adv, keep), {}
+    return reinforce_terms(lp, adv, keep)
 
 
 def _cispo_weight(cfg, lp, old, adv, keep, ctx):
@@ -84,7 +84,7 @@ register_loss_mode("reinforce", PolicyStage(_reinforce, (), types.MappingProxyTy
 
 # %% ../../nbs/04b_estimators.ipynb #74c3cb58
 def _dro(cfg, lp, old, adv, keep, ctx):
-    return dro_terms(lp, old, adv, keep, cfg.dro_beta), {}
+    return dro_terms(lp, old, adv, keep, cfg.dro_beta)
 
 
 def _dppo(terms_fn):
@@ -115,7 +115,7 @@ def _topr(cfg, lp, old, adv, keep, ctx):
 
 def _vespo(cfg, lp, old, adv, keep, ctx):
     return vespo_terms(token_log_ratio(lp, old), lp, adv, keep, cfg.vespo_k_pos, cfg.vespo_lambda_pos,
-                       cfg.vespo_k_neg, cfg.vespo_lambda_neg), {}
+                       cfg.vespo_k_neg, cfg.vespo_lambda_neg)
 
 
 def _clip_cov(cfg, lp, old, adv, keep, ctx):
