@@ -67,67 +67,6 @@ def _f_scores(u, kind, alpha):
     am1 = jnp.where(near, 1.0, alpha - 1.0)
     return jnp.where(near, u, jnp.expm1(clamp(am1 * u, hi=ALPHA_DIVERGENCE_CLAMP)) / am1)
 
-# %% ../../nbs/03o_preference_family.ipynb #5361f65f
-def _tokens(fn, names, policy, ref, mask, extra=None):
-    "One side's checked arrays in the compute dtype, zero at masked positions (selected before arithmetic)."
-    policy_name, ref_name, mask_name = names
-    pol = as_float(fn, policy_name, policy)
-    check_rank(fn, policy_name, pol, 2, layout="[P, T]")
-    dtypes = [pol]
-    r = None
-    if ref is not None:
-        r = as_float(fn, ref_name, ref)
-        check_same_shape(fn, ref_name, r, policy_name, pol)
-        dtypes.append(r)
-    keep = as_mask(fn, mask, pol.shape, name=mask_name, like=policy_name)
-    ct = stat_dtype(jnp.result_type(*dtypes))
-    sel = lambda x: jnp.where(keep, x, jnp.zeros((), x.dtype)).astype(ct)  # noqa: E731
-    side = dict(pol=sel(pol), keep=keep, n=count_kept(keep, axis=-1), ct=ct, out=jnp.result_type(*dtypes))
-    if r is not None:
-        side["ref"] = jax.lax.stop_gradient(sel(r))
-    if extra is not None:
-        x_name, x = extra
-        x = as_float(fn, x_name, x)
-        check_same_shape(fn, x_name, x, policy_name, pol)
-        side["extra"] = jax.lax.stop_gradient(sel(x))
-    return side
-
-
-def _pair_sides(fn, policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen, mask_rejected,
-                extra_chosen=None, extra_rejected=None):
-    "Both sides of the pairs, checked, in one compute dtype; and the result dtype."
-    c = _tokens(fn, ("policy_chosen", "ref_chosen", "mask_chosen"), policy_chosen, ref_chosen, mask_chosen,
-                extra_chosen)
-    r = _tokens(fn, ("policy_rejected", "ref_rejected", "mask_rejected"), policy_rejected, ref_rejected,
-                mask_rejected, extra_rejected)
-    check_rows(fn, "policy_rejected", r["pol"], c["pol"].shape[0], per="pair (row of `policy_chosen`)")
-    ct = jnp.promote_types(c["ct"], r["ct"])
-    for s in (c, r):
-        for k in ("pol", "ref", "extra"):
-            if k in s:
-                s[k] = s[k].astype(ct)
-    return c, r, ct, jnp.result_type(c["out"], r["out"])
-
-
-def _mean_parts(axis_name, values, valid, ct):
-    "The sum of `values` over the valid entries and their number, both summed over `axis_name`."
-    return sum_over(axis_name, jnp.where(valid, values, 0).astype(ct).sum(), valid.astype(jnp.int32).sum())
-
-
-def _div(total, count, ct):
-    "total / count, or 0 when count is 0."
-    return total / jnp.maximum(count, 1).astype(ct)
-
-
-def _chosen_nll(axis_name, c, ct):
-    "-log pi_theta of the chosen responses: the mean over every kept chosen token of the (global) batch."
-    total, count = sum_over(axis_name, -c["pol"].sum(), c["n"].sum())
-    return _div(total, count, ct)
-
-
-def _float32_metrics(metrics):
-    return {k: jax.lax.stop_gradient(v).astype(jnp.float32) for k, v in metrics.items()}
-
 # %% ../../nbs/03o_preference_family.ipynb #bd8bd548
 def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen, mask_rejected, beta=0.1,
              loss_type="sigmoid", loss_weights=None, label_smoothing=0.0, f_divergence_type="reverse_kl",
@@ -326,6 +265,67 @@ def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chos
     if omega is not None:
         metrics["wpo_weight"] = _div(_mean_parts(axis_name, omega, valid, ct)[0], npairs, ct)
     return loss.astype(out), _float32_metrics(metrics)
+
+# %% ../../nbs/03o_preference_family.ipynb #5361f65f
+def _tokens(fn, names, policy, ref, mask, extra=None):
+    "One side's checked arrays in the compute dtype, zero at masked positions (selected before arithmetic)."
+    policy_name, ref_name, mask_name = names
+    pol = as_float(fn, policy_name, policy)
+    check_rank(fn, policy_name, pol, 2, layout="[P, T]")
+    dtypes = [pol]
+    r = None
+    if ref is not None:
+        r = as_float(fn, ref_name, ref)
+        check_same_shape(fn, ref_name, r, policy_name, pol)
+        dtypes.append(r)
+    keep = as_mask(fn, mask, pol.shape, name=mask_name, like=policy_name)
+    ct = stat_dtype(jnp.result_type(*dtypes))
+    sel = lambda x: jnp.where(keep, x, jnp.zeros((), x.dtype)).astype(ct)  # noqa: E731
+    side = dict(pol=sel(pol), keep=keep, n=count_kept(keep, axis=-1), ct=ct, out=jnp.result_type(*dtypes))
+    if r is not None:
+        side["ref"] = jax.lax.stop_gradient(sel(r))
+    if extra is not None:
+        x_name, x = extra
+        x = as_float(fn, x_name, x)
+        check_same_shape(fn, x_name, x, policy_name, pol)
+        side["extra"] = jax.lax.stop_gradient(sel(x))
+    return side
+
+
+def _pair_sides(fn, policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen, mask_rejected,
+                extra_chosen=None, extra_rejected=None):
+    "Both sides of the pairs, checked, in one compute dtype; and the result dtype."
+    c = _tokens(fn, ("policy_chosen", "ref_chosen", "mask_chosen"), policy_chosen, ref_chosen, mask_chosen,
+                extra_chosen)
+    r = _tokens(fn, ("policy_rejected", "ref_rejected", "mask_rejected"), policy_rejected, ref_rejected,
+                mask_rejected, extra_rejected)
+    check_rows(fn, "policy_rejected", r["pol"], c["pol"].shape[0], per="pair (row of `policy_chosen`)")
+    ct = jnp.promote_types(c["ct"], r["ct"])
+    for s in (c, r):
+        for k in ("pol", "ref", "extra"):
+            if k in s:
+                s[k] = s[k].astype(ct)
+    return c, r, ct, jnp.result_type(c["out"], r["out"])
+
+
+def _mean_parts(axis_name, values, valid, ct):
+    "The sum of `values` over the valid entries and their number, both summed over `axis_name`."
+    return sum_over(axis_name, jnp.where(valid, values, 0).astype(ct).sum(), valid.astype(jnp.int32).sum())
+
+
+def _div(total, count, ct):
+    "total / count, or 0 when count is 0."
+    return total / jnp.maximum(count, 1).astype(ct)
+
+
+def _chosen_nll(axis_name, c, ct):
+    "-log pi_theta of the chosen responses: the mean over every kept chosen token of the (global) batch."
+    total, count = sum_over(axis_name, -c["pol"].sum(), c["n"].sum())
+    return _div(total, count, ct)
+
+
+def _float32_metrics(metrics):
+    return {k: jax.lax.stop_gradient(v).astype(jnp.float32) for k, v in metrics.items()}
 
 # %% ../../nbs/03o_preference_family.ipynb #01dfd2da
 KTO_LOSS_TYPES = ("kto", "apo_zero_unpaired")
