@@ -19,6 +19,7 @@ The tests after those are the suites' own: what each must have compared, and com
 import functools
 import hashlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -95,7 +96,17 @@ def test_every_suite_has_one_adapter_layout():
         s = suite(name)
         assert s.name == name
         assert sorted(p.name for p in (H.ADAPTERS / name).glob("*.py")) == sorted(f"{f}_adapter.py" for f in s.frameworks)
-    assert sorted(p.name for p in H.ADAPTERS.glob("*.py")) == ["_common.py"]
+    assert sorted(p.name for p in H.ADAPTERS.glob("*.py")) == sorted(["_common.py", *(h.name for h in H.ADAPTER_HELPERS)])
+
+
+@pytest.mark.parametrize("name", SUITES)
+def test_every_helper_an_adapter_imports_is_hashed(name):
+    """An adapter that imports a helper module of tools/conformance_adapters/ (`_trl`) has it in its suite's
+    staleness hash, and a suite whose adapters import none does not hash it."""
+    s = suite(name)
+    imported = {m for f in s.frameworks for m in re.findall(r"^(?:from|import) (_\w+)", s.adapter(f).read_text(), re.M)}
+    helpers = {p.stem for p in s.hashed_files() if p.parent == H.ADAPTERS}
+    assert helpers == imported | {"_common"}, (name, sorted(imported), sorted(helpers))
 
 
 @pytest.mark.parametrize("name", SUITES)
