@@ -4,8 +4,8 @@ No framework is needed: each suite stored its inputs and every framework output 
 data/<suite>_outputs.npz, and the outputs of the frameworks run once from source checkouts are frozen in
 tests/fixtures/. For every suite these tests
 
-- recompute its staleness hash (the input arrays, its adapters, the shared adapter helper, the stubs and frozen
-  fixtures it reads, the pins of its environments) and check it, and the sha256 of its two data files, against
+- recompute its staleness hash (the input arrays, its adapters, the shared adapter helper and _trl.py where an
+  adapter imports it, the stubs and frozen fixtures it reads, the pins of its environments) and check it, and the sha256 of its two data files, against
   data/conformance_hashes.json: a mismatch means the data are stale (run `python tools/conformance_harness.py
   <suite>`) or were edited by hand;
 - regenerate the inputs and check they are the stored ones, and the frozen fixtures' inputs;
