@@ -4,8 +4,8 @@ No framework is needed: each suite stored its inputs and every framework output 
 data/<suite>_outputs.npz, and the outputs of the frameworks run once from source checkouts are frozen in
 tests/fixtures/. For every suite these tests
 
-- recompute its staleness hash (the input arrays, its adapters, the shared adapter helper, the stubs and frozen
-  fixtures it reads, the pins of its environments) and check it, and the sha256 of its two data files, against
+- recompute its staleness hash (the input arrays, its adapters, the shared adapter helper and _trl.py where an
+  adapter imports it, the stubs and frozen fixtures it reads, the pins of its environments) and check it, and the sha256 of its two data files, against
   data/conformance_hashes.json: a mismatch means the data are stale (run `python tools/conformance_harness.py
   <suite>`) or were edited by hand;
 - regenerate the inputs and check they are the stored ones, and the frozen fixtures' inputs;
@@ -19,6 +19,7 @@ The tests after those are the suites' own: what each must have compared, and com
 import functools
 import hashlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -95,7 +96,17 @@ def test_every_suite_has_one_adapter_layout():
         s = suite(name)
         assert s.name == name
         assert sorted(p.name for p in (H.ADAPTERS / name).glob("*.py")) == sorted(f"{f}_adapter.py" for f in s.frameworks)
-    assert sorted(p.name for p in H.ADAPTERS.glob("*.py")) == ["_common.py"]
+    assert sorted(p.name for p in H.ADAPTERS.glob("*.py")) == sorted(["_common.py", *(h.name for h in H.ADAPTER_HELPERS)])
+
+
+@pytest.mark.parametrize("name", SUITES)
+def test_every_helper_an_adapter_imports_is_hashed(name):
+    """An adapter that imports a helper module of tools/conformance_adapters/ (`_trl`) has it in its suite's
+    staleness hash, and a suite whose adapters import none does not hash it."""
+    s = suite(name)
+    imported = {m for f in s.frameworks for m in re.findall(r"^(?:from|import) (_\w+)", s.adapter(f).read_text(), re.M)}
+    helpers = {p.stem for p in s.hashed_files() if p.parent == H.ADAPTERS}
+    assert helpers == imported | {"_common"}, (name, sorted(imported), sorted(helpers))
 
 
 @pytest.mark.parametrize("name", SUITES)

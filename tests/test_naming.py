@@ -16,6 +16,10 @@ OLD = (LP + g.normal(0.0, 0.3, (B, T))).astype(np.float32)
 ADV = g.normal(0.0, 1.0, (B, T)).astype(np.float32)
 MASK = np.ones((B, T), np.float32)
 MASK[1, 3:] = 0
+MASK_R = np.ones((B, T), np.float32)
+MASK_R[0, 2:] = 0
+MASK_R[2, 1:] = 0
+PAIRS = (LP, OLD, OLD, LP, MASK, MASK_R)   # policy chosen / rejected, reference chosen / rejected, the two masks
 
 CASES = {  # function -> (positional arguments, {old keyword: (new keyword, value)})
     "m2po_loss_mask": ((), dict(old_log_probs=("behavior_log_probs", OLD)),
@@ -25,7 +29,24 @@ CASES = {  # function -> (positional arguments, {old keyword: (new keyword, valu
     "gmpo_terms": ((LP - OLD, ADV, MASK), dict(clip_ratio_low=("epsilon_low", 0.1), clip_ratio_high=("epsilon_high", 0.05)), {}),
     "clip_cov_terms": ((LP - OLD, LP, ADV, MASK, jax.random.key(0)),
                        dict(clip_ratio_low=("epsilon_low", 0.1), clip_ratio_high=("epsilon_high", 0.05)), dict(clip_cov_ratio=0.3)),
+    "preference_margin": (PAIRS, dict(length_normalise=("length_normalize", True)), {}),
+    "preference_ipo": ((*PAIRS, 0.1), dict(length_normalise=("length_normalize", True)), {}),
 }
+
+
+@pytest.mark.parametrize("name", ["preference_margin", "preference_ipo"])
+def test_length_normalize_is_the_mean_over_kept_tokens(name):
+    """The renamed flag still selects per-token means (so the cases above compare two different results): against
+    float64 NumPy, and not the default's sums."""
+    keep_c, keep_r = MASK != 0, MASK_R != 0
+    lp64, old64 = np.float64(LP), np.float64(OLD)
+    side = lambda d, k: np.where(k, d, 0).sum(1) / np.maximum(k.sum(1), 1)  # noqa: E731
+    margin = side(lp64 - old64, keep_c) - side(old64 - lp64, keep_r)
+    ref = margin if name == "preference_margin" else np.mean((margin - 1 / (2 * 0.1)) ** 2)
+    args = CASES[name][0]
+    out = np.asarray(getattr(rl, name)(*args, length_normalize=True), np.float64)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(out, np.asarray(getattr(rl, name)(*args), np.float64), rtol=1e-3)
 
 
 def _leaves(out):

@@ -92,6 +92,14 @@ def test_frozen_hashable_static():
     assert dataclasses.replace(obj.grpo(), clip_ratio_high=0.3).clip_ratio_high == 0.3
 
 
+RFPP = ("reinforce_plus_plus", "reinforce_plus_plus_baseline")
+
+
+def _for_each(estimators, label: str, keywords: dict, pieces: list) -> list:
+    "One rule per estimator: `estimator(**keywords)` must raise a message with every piece."
+    return [(f"{e} {label}", (lambda e=e: getattr(obj, e)(**keywords)), pieces) for e in estimators]
+
+
 RULES = [
     # (id, call, pieces that must all be in the message)
     ("unknown estimator", lambda: obj.ObjectiveConfig(advantage_estimator="vapo"), ["`advantage_estimator`", "one of"]),
@@ -115,22 +123,18 @@ RULES = [
     ("kl_coef negative", lambda: obj.reinforce_plus_plus(kl_coef=-0.01), ["`kl_coef`", ">= 0"]),
     ("baseline with G = 1", lambda: obj.reinforce_plus_plus_baseline(n_samples_per_prompt=1),
      ["`n_samples_per_prompt`", "every raw advantage would be 0", "n_samples_per_prompt >= 2"]),
-    *[(f"{e} with G = 1", (lambda e=e: getattr(obj, e)(n_samples_per_prompt=1)),
-       ["`n_samples_per_prompt`", "n_samples_per_prompt >= 2"]) for e in obj.GROUP_ESTIMATORS],
-    *[(f"{e} per-token loss", (lambda e=e: getattr(obj, e)(calculate_per_token_loss=True)),
-       ["`calculate_per_token_loss`", "leave calculate_per_token_loss=False"])
-      for e in ("reinforce_plus_plus", "reinforce_plus_plus_baseline")],
-    *[(f"{e} mode {mode}", (lambda e=e, mode=mode: getattr(obj, e)(loss_agg_mode=mode)),
-       ["`loss_agg_mode`", "seq-mean-token-mean"])
-      for e in ("reinforce_plus_plus", "reinforce_plus_plus_baseline")
-      for mode in ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-sum-norm")],
+    *_for_each(obj.GROUP_ESTIMATORS, "with G = 1", dict(n_samples_per_prompt=1),
+               ["`n_samples_per_prompt`", "n_samples_per_prompt >= 2"]),
+    *_for_each(RFPP, "per-token loss", dict(calculate_per_token_loss=True),
+               ["`calculate_per_token_loss`", "leave calculate_per_token_loss=False"]),
+    *[rule for mode in ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+      for rule in _for_each(RFPP, f"mode {mode}", dict(loss_agg_mode=mode), ["`loss_agg_mode`", "seq-mean-token-mean"])],
     ("rf++ with KL loss", lambda: obj.reinforce_plus_plus(use_kl_loss=True), ["`use_kl_loss`", "leave use_kl_loss=False"]),
     ("baseline with kl_coef", lambda: obj.reinforce_plus_plus_baseline(kl_coef=0.01),
      ["`kl_coef`", "never read by reinforce_plus_plus_baseline", "default 0.0", "separate k2 loss"]),
-    *[(f"{e} cp", (lambda e=e: getattr(obj, e)(context_parallel_size=2)), ["`context_parallel_size`", "use context_parallel_size=1"])
-      for e in ("reinforce_plus_plus", "reinforce_plus_plus_baseline")],
-    *[(f"{e} {mode}", (lambda e=e, mode=mode: getattr(obj, e)(rollout_mode=mode)), ["`rollout_mode`", "use rollout_mode='colocate'"])
-      for e in ("reinforce_plus_plus", "reinforce_plus_plus_baseline") for mode in ("fully_async", "hybrid")],
+    *_for_each(RFPP, "cp", dict(context_parallel_size=2), ["`context_parallel_size`", "use context_parallel_size=1"]),
+    *[rule for mode in ("fully_async", "hybrid")
+      for rule in _for_each(RFPP, mode, dict(rollout_mode=mode), ["`rollout_mode`", "use rollout_mode='colocate'"])],
     ("unknown rollout_mode", lambda: obj.grpo(rollout_mode="async"), ["`rollout_mode`", "one of"]),
     ("baseline reward hook", lambda: obj.reinforce_plus_plus_baseline(reward_post_process=lambda r: r),
      ["`reward_post_process`", "never read by reinforce_plus_plus_baseline", "default None", "inclusive group-mean"]),

@@ -206,4 +206,4 @@ def test_the_oracle_can_tell_conventions_apart(ref):
     no_dual, _ = rl.clipped_surrogate(rl.token_log_ratio(ref["ppo/log_probs"], old), adv, pm, dual_clip=None)
     assert not np.allclose(no_dual, ref["ppo/0.2_0.2_3.0/loss"], **TOL64)
     args = [ref[f"dpo/{k}"] for k in ("pc", "pr", "rc", "rr")] + [ref["dpo/mask_chosen"], ref["dpo/mask_rejected"]]
-    assert not np.allclose(rl.preference_ipo(*args, 0.1, length_normalise=True), ref["dpo/ipo/loss"], **TOL64)
+    assert not np.allclose(rl.preference_ipo(*args, 0.1, length_normalize=True), ref["dpo/ipo/loss"], **TOL64)

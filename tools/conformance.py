@@ -337,9 +337,9 @@ def dew_rl_side(framework: str, kind: str, p: dict, x: dict) -> dict:
             r.update(function="preference_logsigmoid", conv=v, convention="preference_logsigmoid(..., beta=0.1)")
             same_as_conv()
         else:
-            ln = bool(p.get("length_normalise", False))
-            r.update(function="preference_ipo", conv=a(rl.preference_ipo(*args, 0.1, length_normalise=ln)),
-                     convention=f"preference_ipo(..., beta=0.1, length_normalise={ln})",
+            ln = bool(p.get("length_normalize", False))
+            r.update(function="preference_ipo", conv=a(rl.preference_ipo(*args, 0.1, length_normalize=ln)),
+                     convention=f"preference_ipo(..., beta=0.1, length_normalize={ln})",
                      default=a(rl.preference_ipo(*args, 0.1)), default_call="preference_ipo(..., beta=0.1)")
     elif kind == "objective_grpo":
         ro = obj.Rollout(mask=m, old_log_probs=x["old"], ref_log_probs=x["ref"], rewards=x["scores"])

@@ -13,15 +13,16 @@ frameworks it runs live, the ones it reads from a frozen fixture (`frozen`), the
 (`note`), and the columns and header fields it adds to its data file (`extra`, `header`). Its adapters are, for
 every suite, ``tools/conformance_adapters/<suite>/<framework>_adapter.py``; each runs in its framework's own
 interpreter (tools/refenvs.py), reads the inputs and writes the framework's outputs (.npz) and what it called (.json)
-with the `Recorder` of tools/conformance_adapters/_common.py.
+with the `Recorder` of tools/conformance_adapters/_common.py; the TRL adapters share their set-up (the stand-in
+`self` of TRL's trainer methods, accelerate of one process) in tools/conformance_adapters/_trl.py.
 
 For each suite the harness writes its data file (``data/conformance*.json``: the tables the chapters print) and its
 outputs (``..._outputs.npz``: the inputs and every framework output, so that tests/test_conformance.py recomputes
 dew_rl's side without any framework installed), and records in ``data/conformance_hashes.json`` the suite's
 staleness hash (`Suite.input_hash`) with the sha256 of the two files it vouches for. The hash covers what decides the
 framework outputs, and nothing else: the input arrays themselves (not the code that draws them), the bytes of the
-suite's adapters, of the shared adapter helper and of the stubs they load, the frozen fixtures read, and the pins of
-the suite's environments in tools/refenvs.py. dew_rl's side is not in it: the tests recompute it on every run.
+suite's adapters, of the shared adapter helper (and of _trl.py where an adapter imports it) and of the stubs they
+load, the frozen fixtures read, and the pins of the suite's environments in tools/refenvs.py. dew_rl's side is not in it: the tests recompute it on every run.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ import hashlib
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -46,6 +48,7 @@ if str(TOOLS) not in sys.path:  # the suites and tools/refenvs.py import as modu
 ADAPTERS = TOOLS / "conformance_adapters"
 STUBS = TOOLS / "stubs"
 MANIFEST = ROOT / "data" / "conformance_hashes.json"
+ADAPTER_HELPERS = (ADAPTERS / "_trl.py",)   # one framework's set-up shared by its adapters (Suite.helpers)
 # suite name -> its module in tools/ (also the order `make conformance` runs them in)
 SUITES = {"general": "conformance", "advantages": "conformance_advantages", "policyloss": "conformance_policyloss",
           "entropy": "conformance_entropy", "offpolicy": "conformance_offpolicy",
@@ -184,8 +187,13 @@ class Suite:
         return ADAPTERS / self.name / f"{framework}_adapter.py"
 
     # ---- the staleness hash ---------------------------------------------------------------------------
+    def helpers(self) -> list[Path]:
+        "The adapter helpers besides _common.py (one framework's shared set-up) that this suite's adapters import."
+        texts = [self.adapter(f).read_text() for f in self.frameworks]
+        return [h for h in ADAPTER_HELPERS if any(re.search(rf"^from {h.stem} import", t, re.M) for t in texts)]
+
     def hashed_files(self) -> list[Path]:
-        return [ADAPTERS / "_common.py", *(self.adapter(f) for f in self.frameworks),
+        return [ADAPTERS / "_common.py", *self.helpers(), *(self.adapter(f) for f in self.frameworks),
                 *(STUBS / s for s in self.stubs), *(ROOT / f for f in self.fixtures)]
 
     def hashed(self) -> list[str]:

@@ -34,6 +34,9 @@ from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/, for the chapter and tests that load this file by path
+from record_tables import SOURCE_RE, cell as _cell, raise_problems, source_url  # noqa: E402,F401
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "conventions.json"
 
@@ -46,8 +49,6 @@ FRAMEWORKS = ("verl", "TRL", "OpenRLHF", "NeMo-RL", "slime", "Tunix", "rlax", "A
 STATUSES = ("yes", "partial", "no", "not loss math")
 KEYS = ("id", "name", "section", "paper", "papers", "frameworks", "sources", "dew_rl", "objectives", "status",
         "reason", "conformance", "conformance_match", "read")
-SOURCE_RE = re.compile(r"^(?P<repo>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)@(?P<rev>[0-9a-f]{7,40}):(?P<path>[^:\s]+)"
-                       r"(?::(?P<line>\d+(?:-\d+)?))?$")
 ARXIV_RE = re.compile(r"^\d{4}\.\d{4,5}$")
 REPOSITORIES = {"verl-project/verl": "verl", "huggingface/trl": "TRL", "OpenRLHF/OpenRLHF": "OpenRLHF",
                 "NVIDIA-NeMo/RL": "NeMo-RL", "THUDM/slime": "slime", "google/tunix": "Tunix",
@@ -236,29 +237,13 @@ def validate(records=None) -> Counter:
                 if r["status"] in ("yes", "partial") and not derived and set(read) != set(r["frameworks"]):
                     problems.append(f"{rid}: implemented but run against no framework, and no reason given for "
                                     f"{sorted(set(r['frameworks']) - set(read))}")
-    if problems:
-        raise AssertionError(f"{len(problems)} problem(s) in data/conventions.json:\n  " + "\n  ".join(problems))
+    raise_problems(problems, "data/conventions.json")
     return Counter(r["status"] for r in records)
 
 
 # ---------------------------------------------------------------------------------------------- rendering
-def source_url(src: str) -> str:
-    "A GitHub URL for `owner/repo@revision:path[:line]` (a path ending in / is a folder)."
-    m = SOURCE_RE.match(src)
-    kind = "tree" if m["path"].endswith("/") else "blob"
-    url = f"https://github.com/{m['repo']}/{kind}/{m['rev']}/{m['path'].rstrip('/')}"
-    if m["line"]:
-        a, _, b = m["line"].partition("-")
-        url += f"#L{a}" + (f"-L{b}" if b else "")
-    return url
-
-
 def _repo_framework(src: str) -> str:
     return REPOSITORIES[SOURCE_RE.match(src)["repo"]]
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def _shipped(r: dict) -> str:

@@ -27,6 +27,9 @@ from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/, for the chapter and tests that load this file by path
+from record_tables import cell as _cell, raise_problems, source_url  # noqa: E402,F401
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "crosswalk.json"
 
@@ -148,23 +151,11 @@ def validate(records=None) -> Counter:
         else:
             if r["name"] not in text:
                 problems.append(f"{rid}: chapter {r['chapter']} never names {r['name']!r}")
-    if problems:
-        raise AssertionError(f"{len(problems)} problem(s) in data/crosswalk.json:\n  " + "\n  ".join(problems))
+    raise_problems(problems, "data/crosswalk.json")
     return Counter(r["framework"] for r in records)
 
 
 # ---------------------------------------------------------------------------------------------- rendering
-def source_url(src: str) -> str:
-    "A GitHub URL for `owner/repo@revision:path:line`."
-    m = SOURCE_RE.match(src)
-    repo, rev = m["pin"].split("@")
-    return f"https://github.com/{repo}/blob/{rev}/{m['path']}#L{m['line']}"
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def _target(t: str) -> str:
     kind, _, name = t.rpartition(".")
     return {"ObjectiveConfig": f"`{name}`", "Rollout": f"`Rollout.{name}`",

@@ -5,7 +5,8 @@ Runs in the `trl` environment of tools/refenvs.py. TRL computes the advantages i
 is no function to call. The adapter calls that method unbound, with a stand-in `self`: `_generate` returns the given
 completions (token ids with the given lengths) instead of sampling, `_calculate_rewards` returns the given reward
 components (one column per reward function) instead of scoring, the accelerator is one process (gather is the
-identity), beta = 0 (no reference model) and the generation and optimisation steps are aligned (no old log-probs).
+identity; tools/conformance_adapters/_trl.py), beta = 0 (no reference model) and the generation and optimisation
+steps are aligned (no old log-probs).
 Everything from the padding of the completions to the advantages, including `scale_rewards`,
 `multi_objective_aggregation`, `reward_weights` and the `nanstd` statistics, is TRL's own code; nothing is copied.
 
@@ -14,30 +15,15 @@ Everything from the padding of the completions to the advantages, including `sca
 import sys
 import types
 from collections import defaultdict
-from importlib.metadata import version
 from pathlib import Path
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from _common import Recorder, load_inputs  # noqa: E402
-
-VERSION = version("trl")
-assert VERSION == "1.16.0", VERSION
+from _trl import OneProcess, load_inputs, rec  # noqa: E402
 from trl.trainer.grpo_trainer import GRPOTrainer  # noqa: E402
 
-rec = Recorder("trl", f"TRL {VERSION}")
 FN = "trl/trainer/grpo_trainer.py:GRPOTrainer._generate_and_score_completions"
-
-
-class _Accelerator:  # one process
-    device = torch.device("cpu")
-    process_index = 0
-    num_processes = 1
-
-    def gather(self, x):
-        return x
 
 
 class _Model:
@@ -54,7 +40,7 @@ def stand_in(lengths, rewards_per_func, G, scale_rewards, aggregation, weights):
         return ([[1, 2]] * B, completions, None, ["c"] * B, None, {}, None, None)
 
     me = types.SimpleNamespace(
-        accelerator=_Accelerator(), model=_Model(), environment_factories=None, tools=None, environments=None,
+        accelerator=OneProcess(), model=_Model(), environment_factories=None, tools=None, environments=None,
         _generate=generate, _tokenizer=types.SimpleNamespace(pad_token_id=0), pad_to_multiple_of=None,
         mask_truncated_completions=False, eos_token_ids=[0], num_iterations=1, use_vllm=False,
         vllm_importance_sampling_correction=False, beta=0.0, ref_model=None, num_generations=G,

@@ -20,24 +20,12 @@ Runs in the `trl` environment of tools/refenvs.py, in float32. Calls TRL's own c
 """
 import sys
 import types
-from collections import defaultdict
-from importlib.metadata import version
 
 import numpy as np
 import torch
 
-from _common import Recorder, load_inputs
-
-VERSION = version("trl")
-assert VERSION == "1.16.0", VERSION
-from trl.trainer.grpo_trainer import GRPOTrainer  # noqa: E402
-
-rec = Recorder("trl", f"TRL {VERSION}")
-GT = "trl/trainer/grpo_trainer.py"
-
-
-def t(a):
-    return torch.tensor(np.asarray(a, np.float32))
+from _trl import GT, OneProcess, grpo_args, grpo_inputs, grpo_self, load_inputs, rec, t
+from trl.trainer.grpo_trainer import GRPOTrainer
 
 
 class RanksAccelerator:
@@ -77,58 +65,23 @@ def high_entropy_mask(H, m, ranks, rho):
     return torch.cat(masks), (seen[0] if seen else float("nan"))
 
 
-def trainer(args, lp, H, T, accum):
-    return types.SimpleNamespace(
-        loss_type="bnpo", epsilon_low=0.2, epsilon_high=0.2, importance_sampling_level="token", beta=0.0, args=args,
-        top_entropy_quantile=args.top_entropy_quantile, off_policy_mask_threshold=None, use_vllm=False,
-        vllm_importance_sampling_correction=False, model=types.SimpleNamespace(training=True),
-        current_gradient_accumulation_steps=accum, max_completion_length=T, accelerator=None,
-        _entropy_bonus_enabled=True, use_adaptive_entropy=True, entropy_coef=args.entropy_coef,
-        _last_world_entropy=float("inf"), _entropy_window_stats=None, aux_loss_enabled=False,
-        _metrics=defaultdict(lambda: defaultdict(list)), get_high_entropy_mask=None,
-        _get_per_token_logps_and_entropies=None)
-
-
-class OneProcess:
-    num_processes = 1
-
-    def __init__(self):
-        self.sync_gradients = True
-        self._padded = None
-
-    def pad_across_processes(self, x, dim=0, pad_index=0):
-        return x
-
-    def gather(self, x):
-        return x
-
-    gather_for_metrics = gather
-
-    def reduce(self, x, reduction="sum"):
-        return x
-
-
 def controller_run(x, rho):
     "Steps of `accum` micro-batches each; zero advantages, so the loss is the entropy bonus alone."
     Hs, ms, steps, accum = x["ctl_H"], x["ctl_mask"], int(x["ctl_steps"]), int(x["ctl_accum"])
     B, T = Hs.shape[1:]
-    args = types.SimpleNamespace(use_bias_correction_kl=True, delta=None, sapo_temperature_pos=1.0,
-                                 sapo_temperature_neg=1.05, steps_per_generation=1, entropy_target=0.2,
-                                 entropy_coef_delta=0.005, entropy_coef_min=0.0, entropy_coef_max=0.02,
-                                 entropy_coef=0.01, top_entropy_quantile=rho)
-    me = trainer(args, None, None, T, accum)
+    args = grpo_args(entropy_target=0.2, entropy_coef_delta=0.005, entropy_coef_min=0.0, entropy_coef_max=0.02,
+                     entropy_coef=0.01, top_entropy_quantile=rho)
     acc = OneProcess()
-    me.accelerator = acc
+    me = grpo_self(T, None, loss_type="bnpo", args=args, top_entropy_quantile=rho, accelerator=acc,
+                   current_gradient_accumulation_steps=accum, _entropy_bonus_enabled=True, use_adaptive_entropy=True,
+                   entropy_coef=args.entropy_coef, _last_world_entropy=float("inf"), _entropy_window_stats=None)
     me.get_high_entropy_mask = lambda *a: GRPOTrainer.get_high_entropy_mask(me, *a)
     losses, coefs, lasts = [], [], []
     for i in range(steps * accum):
         H = t(Hs[i])
         me._get_per_token_logps_and_entropies = lambda *a, H=H, **k: (torch.zeros_like(H), H, None)
         acc.sync_gradients = (i % accum == accum - 1)
-        inputs = dict(prompt_ids=torch.zeros((B, 1), dtype=torch.long), prompt_mask=torch.ones((B, 1), dtype=torch.long),
-                      completion_ids=torch.zeros((B, T), dtype=torch.long), completion_mask=t(ms[i]),
-                      advantages=torch.zeros(B), old_per_token_logps=torch.zeros((B, T)),
-                      ref_per_token_logps=torch.zeros((B, T)), num_items_in_batch=t(ms[i].sum()))
+        inputs = grpo_inputs(ms[i], torch.zeros(B), torch.zeros((B, T)), ref_per_token_logps=torch.zeros((B, T)))
         loss = GRPOTrainer._compute_loss(me, None, inputs)
         losses.append(float(loss)); coefs.append(float(me.entropy_coef)); lasts.append(float(me._last_world_entropy))
     return np.array(losses), np.array(coefs), np.array(lasts)

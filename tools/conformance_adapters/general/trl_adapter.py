@@ -3,7 +3,7 @@
 Runs in the `trl` environment of tools/refenvs.py (torch 2.13.0 CPU, `trl==1.16.0` with
 transformers, accelerate, datasets and pandas). TRL has no standalone loss function: the GRPO loss
 is the method `GRPOTrainer._compute_loss` (trl/trainer/grpo_trainer.py). It is called unbound, with
-a stand-in `self` that holds the loss fields of `GRPOConfig` and `GRPOTrainer`, an identity
+a stand-in `self` (tools/conformance_adapters/_trl.py) that holds the loss fields of `GRPOConfig` and `GRPOTrainer`, an identity
 accelerator (one process) and a `_get_per_token_logps_and_entropies` that returns the given
 per-token log-probs instead of running a model. Everything after the log-probs is TRL's code;
 nothing is copied. float32 throughout; one process, no gradient accumulation
@@ -12,61 +12,19 @@ nothing is copied. float32 throughout; one process, no gradient accumulation
     <trl-python> tools/conformance_adapters/general/trl_adapter.py INPUTS.npz OUTPUTS.npz OUTPUTS.json
 """
 import sys
-import types
-from collections import defaultdict
-from importlib.metadata import version
 
-import numpy as np
 import torch
 
-from _common import Recorder, load_inputs
+from _trl import grpo_inputs, grpo_self, load_inputs, rec, t
+from trl.trainer.grpo_trainer import GRPOTrainer
 
-VERSION = version("trl")
-assert VERSION == "1.16.0", VERSION
-from trl.trainer.grpo_trainer import GRPOTrainer  # noqa: E402
-
-rec = Recorder("trl", f"TRL {VERSION}")
 FN = "trl/trainer/grpo_trainer.py:GRPOTrainer._compute_loss"
 
 
-def t(a):
-    return torch.tensor(np.asarray(a, np.float32))
-
-
-class _Accelerator:  # one process: gather and reduce are the identity
-    num_processes = 1
-    sync_gradients = True
-
-    def gather(self, x):
-        return x
-
-    gather_for_metrics = gather
-
-    def reduce(self, x, reduction="sum"):
-        return x
-
-
-def trainer(x, loss_type, eps_low, eps_high, level, beta):
-    B, T = x["mask"].shape
-    lp = t(x["lp"])
-    args = types.SimpleNamespace(use_bias_correction_kl=True, delta=None, sapo_temperature_pos=1.0,
-                                 sapo_temperature_neg=1.05, steps_per_generation=1)
-    return types.SimpleNamespace(
-        loss_type=loss_type, epsilon_low=eps_low, epsilon_high=eps_high, importance_sampling_level=level, beta=beta,
-        args=args, top_entropy_quantile=1.0, off_policy_mask_threshold=None, use_vllm=False,
-        vllm_importance_sampling_correction=False, model=types.SimpleNamespace(training=True),
-        current_gradient_accumulation_steps=1, max_completion_length=T, accelerator=_Accelerator(),
-        _entropy_bonus_enabled=False, aux_loss_enabled=False, _metrics=defaultdict(lambda: defaultdict(list)),
-        _get_per_token_logps_and_entropies=lambda *a, **k: (lp, torch.zeros_like(lp), None))
-
-
 def call(x, loss_type, eps_low=0.2, eps_high=0.2, level="token", beta=0.0):
-    B, T = x["mask"].shape
-    me = trainer(x, loss_type, eps_low, eps_high, level, beta)
-    inputs = dict(prompt_ids=torch.zeros((B, 1), dtype=torch.long), prompt_mask=torch.ones((B, 1), dtype=torch.long),
-                  completion_ids=torch.zeros((B, T), dtype=torch.long), completion_mask=t(x["mask"]),
-                  advantages=t(x["adv"]), old_per_token_logps=t(x["old"]), ref_per_token_logps=t(x["ref"]),
-                  num_items_in_batch=t(x["mask"].sum()))
+    me = grpo_self(x["mask"].shape[1], t(x["lp"]), loss_type=loss_type, epsilon_low=eps_low, epsilon_high=eps_high,
+                   importance_sampling_level=level, beta=beta)
+    inputs = grpo_inputs(x["mask"], t(x["adv"]), t(x["old"]), ref_per_token_logps=t(x["ref"]))
     loss = GRPOTrainer._compute_loss(me, None, inputs)
     return loss, me._metrics["train"]
 

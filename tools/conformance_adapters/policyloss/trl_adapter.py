@@ -10,68 +10,29 @@ running a model. Everything after the log-probs is TRL's code; nothing is copied
     <trl-python> tools/conformance_adapters/policyloss/trl_adapter.py INPUTS.npz OUTPUTS.npz OUTPUTS.json
 """
 import sys
-import types
-from collections import defaultdict
-from importlib.metadata import version
 
-import numpy as np
 import torch
 
-from _common import Recorder, load_inputs
+from _trl import grpo_args, grpo_inputs, grpo_self, load_inputs, rec, t
+from trl.experimental.gmpo.gmpo_trainer import GMPOTrainer
+from trl.trainer.grpo_trainer import GRPOTrainer
+from trl.trainer.rloo_trainer import RLOOTrainer
 
-VERSION = version("trl")
-assert VERSION == "1.16.0", VERSION
-from trl.experimental.gmpo.gmpo_trainer import GMPOTrainer  # noqa: E402
-from trl.trainer.grpo_trainer import GRPOTrainer  # noqa: E402
-from trl.trainer.rloo_trainer import RLOOTrainer  # noqa: E402
-
-rec = Recorder("trl", f"TRL {VERSION}")
 GRPO = "trl/trainer/grpo_trainer.py:GRPOTrainer._compute_loss"
 
 
-def t(a):
-    return torch.tensor(np.asarray(a, np.float32))
-
-
-class _Accelerator:  # one process: gather and reduce are the identity
-    num_processes = 1
-    sync_gradients = True
-
-    def gather(self, x):
-        return x
-
-    gather_for_metrics = gather
-
-    def reduce(self, x, reduction="sum"):
-        return x
-
-
 def stand_in(x, lp, **fields):
-    B, T = x["mask"].shape
-    args = types.SimpleNamespace(use_bias_correction_kl=True, delta=None, sapo_temperature_pos=1.0,
-                                 sapo_temperature_neg=1.05, steps_per_generation=1, vespo_k_pos=2.0,
-                                 vespo_lambda_pos=3.0, vespo_k_neg=3.0, vespo_lambda_neg=2.0)
+    "`_trl.grpo_self` with VESPO's defaults in `args`; a field `args` holds goes there, the others to `self`."
+    args = grpo_args(vespo_k_pos=2.0, vespo_lambda_pos=3.0, vespo_k_neg=3.0, vespo_lambda_neg=2.0)
     for k in list(fields):
         if hasattr(args, k):
             setattr(args, k, fields.pop(k))
-    me = dict(loss_type="grpo", epsilon_low=0.2, epsilon_high=0.2, importance_sampling_level="token", beta=0.0, args=args,
-              top_entropy_quantile=1.0, off_policy_mask_threshold=None, use_vllm=False,
-              vllm_importance_sampling_correction=False, model=types.SimpleNamespace(training=True),
-              current_gradient_accumulation_steps=1, max_completion_length=T, accelerator=_Accelerator(),
-              _entropy_bonus_enabled=False, aux_loss_enabled=False, _metrics=defaultdict(lambda: defaultdict(list)),
-              _get_per_token_logps_and_entropies=lambda *a, **k: (lp, torch.zeros_like(lp), None),
-              get_gamma_weights=GRPOTrainer.get_gamma_weights)  # a staticmethod: TRL's own
-    me.update(fields)
-    return types.SimpleNamespace(**me)
+    return grpo_self(x["mask"].shape[1], lp, args=args, get_gamma_weights=GRPOTrainer.get_gamma_weights,  # TRL's own
+                     **fields)
 
 
 def inputs(x, advantages, **extra):
-    B, T = x["mask"].shape
-    d = dict(prompt_ids=torch.zeros((B, 1), dtype=torch.long), prompt_mask=torch.ones((B, 1), dtype=torch.long),
-             completion_ids=torch.zeros((B, T), dtype=torch.long), completion_mask=t(x["mask"]), advantages=advantages,
-             old_per_token_logps=t(x["old"]), num_items_in_batch=t(x["mask"].sum()))
-    d.update(extra)
-    return d
+    return grpo_inputs(x["mask"], advantages, t(x["old"]), **extra)
 
 
 def run_case(case, x):

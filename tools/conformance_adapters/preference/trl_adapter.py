@@ -18,9 +18,10 @@ the given per-token log-probabilities instead of running a network:
   every token id 0, so TRL's `selective_log_softmax_and_entropy` and the gold response's `F.cross_entropy` see
   the given log-probs.
 
-Everything after the log-probs is TRL's code; nothing is copied. float32 throughout; one process
-(gather and reduce are the identity). Besides each loss, the gradient of the loss with respect to the
-per-token log-probs of the chosen and rejected responses (torch autograd through TRL's code) is recorded.
+Everything after the log-probs is TRL's code; nothing is copied. float32 throughout; one process (gather and
+reduce are the identity; tools/conformance_adapters/_trl.py). Besides each loss, the gradient of the loss with
+respect to the per-token log-probs of the chosen and rejected responses (torch autograd through TRL's code) is
+recorded.
 
     <trl-python> tools/conformance_adapters/preference/trl_adapter.py INPUTS.npz OUTPUTS.npz OUTPUTS.json
 """
@@ -28,44 +29,25 @@ import dataclasses
 import sys
 import types
 from collections import defaultdict
-from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from _common import Recorder, load_inputs  # noqa: E402
-
-VERSION = version("trl")
-assert VERSION == "1.16.0", VERSION
+from _trl import OneProcess, load_inputs, rec, t  # noqa: E402
 from trl.experimental.cpo.cpo_trainer import CPOTrainer  # noqa: E402
 from trl.experimental.orpo.orpo_trainer import ORPOTrainer  # noqa: E402
 from trl.experimental.tpo.tpo_trainer import TPOTrainer  # noqa: E402
 from trl.trainer.dpo_trainer import DPOTrainer  # noqa: E402
 from trl.trainer.kto_trainer import KTOTrainer  # noqa: E402
 
-rec = Recorder("trl", f"TRL {VERSION}")
 DPO_FN = "trl/trainer/dpo_trainer.py:DPOTrainer._compute_loss"
 KTO_FN = "trl/trainer/kto_trainer.py:KTOTrainer._compute_loss"
 CPO_FN = "trl/experimental/cpo/cpo_trainer.py:CPOTrainer.get_batch_loss_metrics"
 ORPO_FN = "trl/experimental/orpo/orpo_trainer.py:ORPOTrainer.get_batch_loss_metrics"
 TPO_FN = "trl/experimental/tpo/tpo_trainer.py:TPOTrainer._compute_loss"
 torch.set_grad_enabled(True)
-
-
-def t(a, dtype=torch.float32):
-    return torch.tensor(np.asarray(a), dtype=dtype)
-
-
-class _Accelerator:  # one process: gather and reduce are the identity
-    num_processes = 1
-    device = torch.device("cpu")
-
-    def gather(self, x):
-        return x
-
-    gather_for_metrics = gather
 
 
 class _Model:
@@ -110,7 +92,7 @@ def dpo(x, loss_type, beta=0.1, loss_weights=None, label_smoothing=0.0, f_diverg
         extra[id(input_ids)] = t(np.concatenate([_pad(x["lsq_c"], T), _pad(x["lsq_r"], T)]))
     types_ = [loss_type] if isinstance(loss_type, str) else list(loss_type)
     me = types.SimpleNamespace(
-        model=_Model({id(input_ids): lp}, extra), ref_model=_Model({id(input_ids): ref}), accelerator=_Accelerator(),
+        model=_Model({id(input_ids): lp}, extra), ref_model=_Model({id(input_ids): ref}), accelerator=OneProcess(),
         aux_loss_enabled=False, precompute_ref_logps=False, ld_alpha=ld_alpha, loss_types=types_,
         loss_weights=loss_weights or [1.0] * len(types_), beta=beta, f_divergence_type=f_divergence_type,
         f_alpha_divergence_coef=f_alpha_divergence_coef, label_smoothing=label_smoothing, use_weighting=use_weighting,
@@ -182,7 +164,7 @@ def kto(x, loss_type="kto", beta=0.1, desirable_weight=1.0, undesirable_weight=1
     me = types.SimpleNamespace(
         model=_Model({id(input_ids): lp, id(kl_ids): t(x["k_klp"])}),
         ref_model=_Model({id(input_ids): t(x["k_ref"]), id(kl_ids): t(x["k_klref"])}),
-        accelerator=_Accelerator(), aux_loss_enabled=False, precompute_ref_logps=False, calculate_KL=calc,
+        accelerator=OneProcess(), aux_loss_enabled=False, precompute_ref_logps=False, calculate_KL=calc,
         loss_type=loss_type, beta=beta, desirable_weight=desirable_weight, undesirable_weight=undesirable_weight,
         args=types.SimpleNamespace(gradient_checkpointing_kwargs=None),
         _metrics={"train": defaultdict(list), "eval": defaultdict(list)}, _total_train_tokens=0, _tp_size=1)
@@ -237,7 +219,7 @@ def ref_free(x, trainer, **cfg):
         return types.SimpleNamespace(logits=torch.stack([w0, w1], -1)[:, : input_ids.shape[1]])
 
     me = types.SimpleNamespace(is_encoder_decoder=False, pad_token_id=0, padding_value=0, aux_loss_enabled=False,
-                               accelerator=_Accelerator(), **cfg)
+                               accelerator=OneProcess(), **cfg)
     cls = CPOTrainer if trainer == "cpo" else ORPOTrainer
     me.concatenated_inputs = cls.concatenated_inputs
     me.get_batch_logps = cls.get_batch_logps
@@ -306,7 +288,7 @@ def tpo(x, loss_type="sigmoid", beta=0.01, label_smoothing=0.0, tpo_alpha=1.0, t
 
     me = types.SimpleNamespace(
         model=types.SimpleNamespace(training=True), loss_type=loss_type, beta=beta, label_smoothing=label_smoothing,
-        tpo_alpha=tpo_alpha, tpo_l_gamma=tpo_l_gamma, accelerator=_Accelerator(),
+        tpo_alpha=tpo_alpha, tpo_l_gamma=tpo_l_gamma, accelerator=OneProcess(),
         _metrics={"train": defaultdict(list), "eval": defaultdict(list)}, _total_train_tokens=0, _tp_size=1)
     inputs = dict(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), completion_mask=completion_mask)
     loss = TPOTrainer._compute_loss(me, model, inputs, False)
