@@ -63,8 +63,12 @@ readme: env
 
 # Speed against verl, rlax and Tunix (their environments are built once, outside the repository, by
 # tools/refenvs.py); writes data/bench.json, which nbs/07_benchmarks reads. Never part of make test.
+# bench_train.py: examples/train.py's step against a plain-jnp GRPO loss (data/bench_train.json). bench_accel.py:
+# on a GPU/TPU backend only, the accelerator rows (data/bench_accel.json); `--smoke` runs them tiny on a CPU.
 bench: env
 	$(PY) tools/bench.py
+	$(PY) tools/bench_train.py
+	$(PY) tools/bench_accel.py --if-accelerator
 	$(PY) tools/bench_logits.py --vocab 32768 151936 --rounds 1 --no-warmup
 	$(PY) tools/bench_logits.py --distill --vocab 32768 --memory-only 151936 --rounds 1 --no-warmup
 

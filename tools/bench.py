@@ -20,7 +20,9 @@ times belong to this machine; the ratios are the claim. Nothing here is asserted
     python tools/bench.py --no-compile    # without the compile-time rows (tools/bench_compile.py)
 
 The run records the backend and its devices (data/bench.json "machine"); on an accelerator the same command
-runs unchanged, on whatever `jax.default_backend()` is.
+runs unchanged, on whatever `jax.default_backend()` is. `make bench` then runs tools/bench_train.py (the training
+step, data/bench_train.json) and tools/bench_accel.py --if-accelerator (the rows that only a GPU or TPU has,
+data/bench_accel.json; nothing on a CPU).
 """
 from __future__ import annotations
 
