@@ -136,8 +136,8 @@ def fix_docstrings(src: str) -> str:
             edits.append((a, b, new))
             continue
         new = [first]  # a multi-line docstring: its first line is the summary, left as it is
-        section = ""
-        for n in range(a + 1, b + 1):
+        section, n = "", a + 1
+        while n <= b:
             line = lines[n]
             stripped = line.strip()
             nxt = lines[n + 1].strip() if n + 1 <= b else ""
@@ -145,11 +145,22 @@ def fix_docstrings(src: str) -> str:
                 section = stripped
             own = re.match(r"\s*", line).group(0)
             at_base = len(own) <= len(indent)
-            if len(line) <= LIMIT or (at_base and section in NAMED) or '"""' in stripped[3:] and n == b:
+            n += 1
+            if len(line) <= LIMIT or (at_base and section in NAMED) or '"""' in stripped[3:] and n - 1 == b:
                 new.append(line)
                 continue
             cont = own + ("  " if re.match(r"[-*] ", stripped) else "")
-            words = textwrap.wrap(stripped, LIMIT - len(own), break_long_words=False, break_on_hyphens=False)
+            # the rest of the paragraph (its lines at the continuation's indentation) is re-wrapped with it
+            para = [stripped]
+            while n <= b and n < b + 1:
+                follow = lines[n]
+                after = lines[n + 1].strip() if n + 1 <= b else ""
+                if (not follow.strip() or re.match(r"\s*", follow).group(0) != cont or re.match(r"[-*] ", follow.strip())
+                        or '"""' in follow or (after and set(after) == {"-"})):
+                    break
+                para.append(follow.strip())
+                n += 1
+            words = textwrap.wrap(" ".join(para), LIMIT - len(own), break_long_words=False, break_on_hyphens=False)
             new.append(own + words[0])
             rest = textwrap.wrap(" ".join(words[1:]), LIMIT - len(cont), break_long_words=False,
                                  break_on_hyphens=False)
@@ -168,10 +179,12 @@ def black_wrap(src: str) -> str:
     if not long:
         return src
     err = None
-    for unstable in (True, False):  # string splitting is an unstable feature of black: without it, if it fails
+    # String splitting is an unstable feature of black: without it if it fails; black's --line-ranges
+    # fails on some one-line suites (`if c: x`), then the whole cell is formatted.
+    for unstable, ranges in ((True, True), (False, True), (True, False), (False, False)):
         mode = black.Mode(line_length=LIMIT, string_normalization=False, preview=unstable, unstable=unstable)
         try:
-            new = black.format_str(src + "\n", mode=mode, lines=[(n, n) for n in long])
+            new = black.format_str(src + "\n", mode=mode, lines=[(n, n) for n in long] if ranges else ())
             break
         except Exception as e:  # noqa: BLE001 - report and keep the cell as it is
             err = e
@@ -191,6 +204,15 @@ def long_lines(path: Path) -> list[tuple[int, str]]:
 
 
 def wrap_file(path: Path) -> bool:
+    changed = False
+    for _ in range(3):  # a moved comment can make a line black has to wrap: until nothing changes
+        if not _wrap_once(path):
+            break
+        changed = True
+    return changed
+
+
+def _wrap_once(path: Path) -> bool:
     text = path.read_text(encoding="utf-8")
     lines = text.split("\n")
     out: list[str] = []
