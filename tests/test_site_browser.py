@@ -17,6 +17,10 @@ more, no default lowered under it); every figure has a caption and alt text that
 the Features page's sections A-I are headings in its page contents; a page longer than 20 screens at
 1400x900 has folded blocks (the code of its tests, tables and figures, its source lists).
 
+No code cell's source scrolls sideways at 1400 px (the notebooks are wrapped at 100 characters by
+`make wrap`; a probe on a copy with one long line injected finds it). The site's own search shows
+snippets of the article's text, with no page chrome and no raw TeX.
+
 Navigation: the sidebar's captioned groups are the ones below, in order, with the contributors'
 pages last; the home page lists the chapters in the sidebar's order; one search box is visible.
 
