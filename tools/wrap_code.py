@@ -19,6 +19,8 @@ Only the lines that are too long change, so a notebook's hand alignment survives
    triple-quoted one over several lines); a public function's one-line summary and a parameter's name
    line are left as they are (tests/test_internals.py wants both on one line) and reported, as is any
    other string black cannot split: those are shortened by hand.
+5. a `from M import (...)` over several lines keeps its names aligned under the first (nbdev_export
+   makes the library's imports relative only in that layout);
 
 Running it twice changes nothing the second time. The site's browser test
 (tests/test_site_browser.py) checks that no code cell's source scrolls sideways at 1400 px.
@@ -194,8 +196,34 @@ def black_wrap(src: str) -> str:
     return new[:-1] if new.endswith("\n") and not src.endswith("\n") else new
 
 
+def fix_imports(src: str) -> str:
+    """Step 5: a `from M import (...)` over several lines is written with its names aligned under the
+    first one and the closing parenthesis on the last name's line. nbdev_export makes an import of the
+    library relative by rewriting the first line's text up to the statement's last column: a black-style
+    import, whose last line is `)`, would stay absolute in dew_rl/."""
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return src
+    lines = src.split("\n")
+    for node in sorted((n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)), key=lambda n: -n.lineno):
+        a, b = node.lineno - 1, node.end_lineno - 1
+        head = f"from {'.' * node.level}{node.module or ''}"
+        if a == b or node.end_col_offset > node.col_offset + len(head):
+            continue
+        if any("#" in lines[n] for n in range(a, b + 1)):
+            continue  # a comment among the names: left as it is
+        indent = lines[a][: node.col_offset]
+        prefix = f"{indent}{head} import ("
+        names = [f"{n.name} as {n.asname}" if n.asname else n.name for n in node.names]
+        body = textwrap.wrap(", ".join(names) + ")", LIMIT, initial_indent=prefix,
+                             subsequent_indent=" " * len(prefix), break_long_words=False, break_on_hyphens=False)
+        lines[a:b + 1] = body
+    return "\n".join(lines)
+
+
 def wrap_source(src: str) -> str:
-    return black_wrap(fix_comments(fix_docstrings(src)))
+    return fix_imports(black_wrap(fix_comments(fix_docstrings(src))))
 
 
 def long_lines(path: Path) -> list[tuple[int, str]]:
@@ -220,7 +248,8 @@ def _wrap_once(path: Path) -> bool:
     for a, b in cells(lines):
         out.extend(lines[prev:a])
         src = "\n".join(lines[a:b])
-        out.extend(wrap_source(src).split("\n") if any(len(l) > LIMIT for l in lines[a:b]) else lines[a:b])
+        long = any(len(l) > LIMIT for l in lines[a:b])
+        out.extend((wrap_source(src) if long else fix_imports(src)).split("\n"))
         prev = b
     out.extend(lines[prev:])
     new = "\n".join(out)
