@@ -19,7 +19,9 @@ the Features page's sections A-I are headings in its page contents; a page longe
 
 No code cell's source scrolls sideways at 1400 px (the notebooks are wrapped at 100 characters by
 `make wrap`; a probe on a copy with one long line injected finds it). The site's own search shows
-snippets of the article's text, with no page chrome and no raw TeX.
+snippets of the article's text, with no page chrome and no raw TeX. A printed output a little wider
+than the column is set smaller to fit (docs/_static/dew_rl.js); the outputs that still scroll are
+counted and reported.
 
 Navigation: the sidebar's captioned groups are the ones below, in order, with the contributors'
 pages last; the home page lists the chapters in the sidebar's order; one search box is visible.
@@ -472,3 +474,15 @@ def test_search_snippets_show_the_page_text(site, tmp_path, query):
 
 def test_snippet_check_finds_chrome_and_tex():
     assert len(snippet_faults([".ipynb .pdf Light Dark Masked reductions", r"the mean \(k\) of x", "plain"])) == 4
+
+
+def test_wide_printed_outputs_are_set_to_fit(site, tmp_path):
+    """docs/_static/dew_rl.js sets a printed output that is a little wider than the column smaller
+    (down to 80% of the code font): fewer outputs scroll with it than on a copy of the site without it."""
+    pages = [f"{c}.html" for c in CHAPTERS]
+    copy = tmp_path / "site"
+    shutil.copytree(site, copy, ignore=shutil.ignore_patterns("dew_rl.js", ".doctrees"))
+    fitted = site_layout.summary(site_layout.measure(site, pages, 1400, 900))["pres_output_overflow"]
+    plain = site_layout.summary(site_layout.measure(copy, pages, 1400, 900))["pres_output_overflow"]
+    print(f"printed outputs that scroll at 1400 px: {fitted} (without the fitting: {plain})")
+    assert fitted < plain, (fitted, plain)

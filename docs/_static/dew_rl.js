@@ -1,9 +1,14 @@
-/* dew_rl: search-result snippets from the page's own text. Sphinx's searchtools takes the text of the
+/* dew_rl's page script.
+
+   1. Search-result snippets from the page's own text. Sphinx's searchtools takes the text of the
    fetched page's [role=main], which in this theme also holds the article header (".ipynb .pdf",
    "Light Dark", the contents list) and the maths as raw TeX (MathJax typesets it only in a browser
    window). This takes the article body alone, drops the header, the contents, the "Show code" bars and
    the heading anchors, writes inline and display maths as plain text (\(\pi_\theta\) -> pi_theta),
-   and collapses white space. tests/test_site_browser.py checks the snippets of a search. */
+   and collapses white space. tests/test_site_browser.py checks the snippets of a search.
+   2. A printed output (a table or an array a cell prints) wider than the column is set smaller, down
+      to 80% of the code font, until it fits; one still wider scrolls. tools/site_layout.py counts what
+      scrolls after this has run. */
 (function () {
   const LAYOUT = /\\(?:left|right|big|Big|bigg|Bigg|mathrm|mathbf|mathit|mathcal|mathbb|operatorname|text|textrm|boldsymbol|displaystyle|limits|nolimits|quad|qquad|,|;|!)(?![a-zA-Z])/g;
   function plainMath(tex) {
@@ -27,4 +32,16 @@
   }
   patch();
   document.addEventListener("DOMContentLoaded", patch);
+
+  function fitOutputs() {
+    document.querySelectorAll(".cell_output pre").forEach((pre) => {
+      if (pre.scrollWidth <= pre.clientWidth + 1) return;
+      const base = parseFloat(getComputedStyle(pre).fontSize);
+      const pad = parseFloat(getComputedStyle(pre).paddingLeft) + parseFloat(getComputedStyle(pre).paddingRight);
+      const want = base * (pre.clientWidth - pad) / (pre.scrollWidth - pad);
+      if (want >= 0.8 * base) pre.style.fontSize = Math.floor(want * 10) / 10 + "px";
+    });
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", fitOutputs);
+  else fitOutputs();
 })();
