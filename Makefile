@@ -11,7 +11,7 @@ NODE_STAMP := node_modules/.dew_rl-installed
 SITE := docs/_build/html
 SPHINX_FAST := -D nb_execution_mode=off
 
-.PHONY: env browser test docs site check-sync export nb readme clean bench conformance
+.PHONY: env browser test docs site check-sync export nb wrap readme clean bench conformance
 
 $(STAMP): settings.ini setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -53,6 +53,12 @@ docs: env
 
 # Author a notebook: make nb NB=nbs/01_reductions.md (or .ipynb) - sync twins, execute, clean, export.
 nb: env
+	$(PY) tools/nb.py $(NB)
+
+# Wrap the code cells of notebooks at 100 characters, then re-execute them: make wrap NB="nbs/02b_group_advantage.md nbs/02c_rloo.md"
+# (tools/wrap_code.py --check nbs/*.md lists what is still over; a long docstring summary is shortened by hand).
+wrap: env
+	$(PY) tools/wrap_code.py $(NB)
 	$(PY) tools/nb.py $(NB)
 
 export: env

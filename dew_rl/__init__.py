@@ -9,7 +9,8 @@ __all__ = []
 __version__ = "0.1.0"
 
 # %% ../nbs/99_api.ipynb #b63687d0
-_before = set(globals())  # the module's own names; what the imports below add is the public namespace
+# the module's own names; what the imports below add is the public namespace
+_before = set(globals())
 from ._checks import EmptyBatchError
 from ._reductions import *
 from ._advantages.gae import *

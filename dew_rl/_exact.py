@@ -76,12 +76,17 @@ def enumerate_sequences(vocab: int, max_len: int) -> Sequences:
     k = V - 1
     n = sum(k**t for t in range(T)) + k**T
     if n > MAX_SEQUENCES:
-        raise ValueError(f"{fn}: `vocab`={V} and `max_len`={T} give {n} responses; at most {MAX_SEQUENCES} "
-                         f"can be enumerated")
-    offset = np.cumsum([0] + [k**t for t in range(T)])          # first state id of each prefix length
+        raise ValueError(
+            f"{fn}: `vocab`={V} and `max_len`={T} give {n} responses; at most {MAX_SEQUENCES} "
+            "can be enumerated"
+        )
+    # first state id of each prefix length
+    offset = np.cumsum([0] + [k**t for t in range(T)])
 
     def state(prefix):
-        return int(offset[len(prefix)] + sum(a * k ** (len(prefix) - 1 - i) for i, a in enumerate(prefix)))
+        return int(
+            offset[len(prefix)] + sum(a * k ** (len(prefix) - 1 - i) for i, a in enumerate(prefix))
+        )
 
     rows = [list(p) + [k] for t in range(T) for p in itertools.product(range(k), repeat=t)]
     rows += [list(p) for p in itertools.product(range(k), repeat=T)]
@@ -164,8 +169,10 @@ def expectation(seqs: Sequences, logits, values) -> jax.Array:
     x = _logits(fn, seqs, logits)
     v = as_float(fn, "values", values, allow_int=True)
     if tuple(v.shape) != (x.shape[0], len(seqs.tokens)):
-        raise ValueError(f"{fn}: `values` must be [P, N] = {shape_text((x.shape[0], len(seqs.tokens)))}; "
-                         f"got {shape_text(v.shape)}")
+        raise ValueError(
+            f"{fn}: `values` must be [P, N] = {shape_text((x.shape[0], len(seqs.tokens)))}; "
+            f"got {shape_text(v.shape)}"
+        )
     return (jnp.exp(sequence_log_probs(seqs, x)) * v).sum(-1).mean()
 
 
@@ -233,7 +240,10 @@ def state_kl(logits, ref_logits) -> jax.Array:
     x, r = as_float(fn, "logits", logits), as_float(fn, "ref_logits", ref_logits)
     check_rank(fn, "logits", x, 3, "[P, S, V]")
     if x.shape != r.shape:
-        raise ValueError(f"{fn}: `ref_logits` must have the shape of `logits` {shape_text(x.shape)}; got {shape_text(r.shape)}")
+        raise ValueError(
+            f"{fn}: `ref_logits` must have the shape of `logits` {shape_text(x.shape)}; got"
+            f" {shape_text(r.shape)}"
+        )
     lp, lr = jax.nn.log_softmax(x, -1), jax.nn.log_softmax(r, -1)
     return (jnp.exp(lp) * (lp - lr)).sum(-1)
 
@@ -267,7 +277,9 @@ class Problem(NamedTuple):
     group: int
 
 
-def make_problem(seqs: Sequences, rewards, theta, sampler=None, old=None, ref=None, group: int = 1) -> Problem:
+def make_problem(
+    seqs: Sequences, rewards, theta, sampler=None, old=None, ref=None, group: int = 1
+) -> Problem:
     """A checked `Problem`; the sampler, the old and the reference policy default to `theta` (on-policy).
 
     Parameters
@@ -298,18 +310,32 @@ def make_problem(seqs: Sequences, rewards, theta, sampler=None, old=None, ref=No
     for name, x in (("sampler", sampler), ("old", old), ("ref", ref)):
         others[name] = th if x is None else _logits(fn, seqs, x, name).astype(jnp.float32)
         if others[name].shape != th.shape:
-            raise ValueError(f"{fn}: `{name}` must have the shape of `theta` {shape_text(th.shape)}; "
-                             f"got {shape_text(others[name].shape)}")
+            raise ValueError(
+                f"{fn}: `{name}` must have the shape of `theta` {shape_text(th.shape)}; "
+                f"got {shape_text(others[name].shape)}"
+            )
     r = as_float(fn, "rewards", rewards, allow_int=True).astype(jnp.float32)
     if tuple(r.shape) != (th.shape[0], len(seqs.tokens)):
-        raise ValueError(f"{fn}: `rewards` must be [P, N] = {shape_text((th.shape[0], len(seqs.tokens)))}; "
-                         f"got {shape_text(r.shape)}")
-    return Problem(seqs, r, th, others["sampler"], others["old"], others["ref"], check_int(fn, "group", group, 1))
+        raise ValueError(
+            f"{fn}: `rewards` must be [P, N] = {shape_text((th.shape[0], len(seqs.tokens)))}; "
+            f"got {shape_text(r.shape)}"
+        )
+    return Problem(
+        seqs,
+        r,
+        th,
+        others["sampler"],
+        others["old"],
+        others["ref"],
+        check_int(fn, "group", group, 1),
+    )
 
 
 def digit_sum_problem(targets=(1, 3), max_len: int = 5, group: int = 8, sampler_scale: float = 0.0,
                       ref_scale: float = 0.5, seed: int = 0) -> Problem:
-    """This chapter's problem: digits {0, 1, 2} and EOS, reward 1 when a response ends and sums to its prompt's target.
+    """This chapter's problem: digits {0, 1, 2} and EOS.
+
+    Reward 1 when a response ends and sums to its prompt's target.
 
     Parameters
     ----------
@@ -320,8 +346,8 @@ def digit_sum_problem(targets=(1, 3), max_len: int = 5, group: int = 8, sampler_
     group
         int: G, completions per prompt in a batch
     sampler_scale
-        float >= 0: standard deviation of the Gaussian perturbation of the logits that gives the sampler
-        (0: the sampler is the current policy)
+        float >= 0: standard deviation of the Gaussian perturbation of the logits that gives the
+        sampler (0: the sampler is the current policy)
     ref_scale
         float >= 0: the same for the reference policy
     seed
@@ -330,10 +356,13 @@ def digit_sum_problem(targets=(1, 3), max_len: int = 5, group: int = 8, sampler_
     Returns
     -------
     Problem
-        `theta` ~ N(0, 0.5^2) per logit (EOS shifted by -0.3), `old` = `theta`, `sampler` and `ref` perturbed
+        `theta` ~ N(0, 0.5^2) per logit (EOS shifted by -0.3), `old` = `theta`, `sampler` and `ref`
+        perturbed
     """
     fn = "digit_sum_problem"
-    sigma = check_number(fn, "sampler_scale", sampler_scale, lambda v: v >= 0, "a number >= 0", static=True)
+    sigma = check_number(
+        fn, "sampler_scale", sampler_scale, lambda v: v >= 0, "a number >= 0", static=True
+    )
     rho = check_number(fn, "ref_scale", ref_scale, lambda v: v >= 0, "a number >= 0", static=True)
     seqs = enumerate_sequences(4, max_len)
     targets = np.asarray(targets, np.int64).reshape(-1)
@@ -342,8 +371,14 @@ def digit_sum_problem(targets=(1, 3), max_len: int = 5, group: int = 8, sampler_
     k = jax.random.split(jax.random.key(check_int(fn, "seed", seed, 0)), 3)
     shape = (len(targets), seqs.n_states, seqs.vocab)
     theta = (0.5 * jax.random.normal(k[0], shape)).at[:, :, seqs.eos].add(-0.3)
-    return make_problem(seqs, rewards, theta, sampler=theta + sigma * jax.random.normal(k[1], shape),
-                        ref=theta + rho * jax.random.normal(k[2], shape), group=group)
+    return make_problem(
+        seqs,
+        rewards,
+        theta,
+        sampler=theta + sigma * jax.random.normal(k[1], shape),
+        ref=theta + rho * jax.random.normal(k[2], shape),
+        group=group,
+    )
 
 # %% ../nbs/08_exact_gradients.ipynb #37a8d953
 class Batch(NamedTuple):
@@ -404,9 +439,17 @@ def batch_log_probs(seqs: Sequences, logits, batch: Batch) -> jax.Array:
 def _batch(problem: Problem, prompts, index) -> Batch:
     s = problem.seqs
     lp = lambda x: batch_log_probs(s, x, Batch(prompts, index, *([None] * 7)))
-    return Batch(prompts.astype(jnp.int32), index.astype(jnp.int32), jnp.asarray(s.tokens)[index],
-                 jnp.asarray(s.mask)[index], jnp.asarray(s.lengths)[index], problem.rewards[prompts, index],
-                 lp(problem.old), lp(problem.sampler), lp(problem.ref))
+    return Batch(
+        prompts.astype(jnp.int32),
+        index.astype(jnp.int32),
+        jnp.asarray(s.tokens)[index],
+        jnp.asarray(s.mask)[index],
+        jnp.asarray(s.lengths)[index],
+        problem.rewards[prompts, index],
+        lp(problem.old),
+        lp(problem.sampler),
+        lp(problem.ref),
+    )
 
 
 def sample_batches(problem: Problem, key, n_batches: int) -> Batch:
@@ -428,9 +471,12 @@ def sample_batches(problem: Problem, key, n_batches: int) -> Batch:
     """
     M = check_int("sample_batches", "n_batches", n_batches, 1)
     P, G = problem.theta.shape[0], problem.group
-    cdf = jnp.cumsum(jnp.exp(sequence_log_probs(problem.seqs, problem.sampler)), axis=-1)     # [P, N]
+    # [P, N]
+    cdf = jnp.cumsum(jnp.exp(sequence_log_probs(problem.seqs, problem.sampler)), axis=-1)
     u = jax.random.uniform(key, (M, P, G)) * cdf[:, -1][None, :, None]
-    index = jax.vmap(lambda c, x: jnp.searchsorted(c, x, side="right"), in_axes=(0, 1), out_axes=1)(cdf, u)
+    index = jax.vmap(lambda c, x: jnp.searchsorted(c, x, side="right"), in_axes=(0, 1), out_axes=1)(
+        cdf, u
+    )
     index = jnp.minimum(index, cdf.shape[-1] - 1).reshape(M, P * G)
     prompts = jnp.broadcast_to(jnp.repeat(jnp.arange(P), G), (M, P * G))
     return _batch(problem, prompts, index)
@@ -438,7 +484,9 @@ def sample_batches(problem: Problem, key, n_batches: int) -> Batch:
 
 def _gradient_fn(problem: Problem, loss: Callable):
     if not callable(loss):
-        raise ValueError(f"the loss must be a function loss(log_probs, batch) -> scalar; got {loss!r}")
+        raise ValueError(
+            f"the loss must be a function loss(log_probs, batch) -> scalar; got {loss!r}"
+        )
 
     def one(b):
         g = jax.grad(lambda th: loss(batch_log_probs(problem.seqs, th, b), b))(problem.theta)
@@ -471,16 +519,19 @@ def batch_gradients(problem: Problem, loss: Callable, batches: Batch, chunk: int
 
 
 def exact_expected_gradient(problem: Problem, loss: Callable) -> jax.Array:
-    """E over responses y ~ sampler of d loss(one-row batch y) / d theta: exact, for losses that are means of row terms.
+    """E over responses y ~ sampler of d loss(one-row batch y) / d theta, exactly.
+
+    For losses that are means of row terms.
 
     Parameters
     ----------
     problem
         Problem: the sampler weighs the responses; `theta` is where the gradient is taken
     loss
-        callable (log_probs [1, T], batch: Batch of one row) -> scalar; the expectation of a batch loss equals
-        this one only if the batch loss is a mean over rows of terms that each depend on their own row
-        (a per-response advantage, a `seq-mean-*` aggregation): a group statistic or a `token-mean` is not
+        callable (log_probs [1, T], batch: Batch of one row) -> scalar; the expectation of a batch
+        loss equals this one only if the batch loss is a mean over rows of terms that each depend on
+        their own row (a per-response advantage, a `seq-mean-*` aggregation): a group statistic or a
+        `token-mean` is not
 
     Returns
     -------
@@ -530,13 +581,13 @@ class Measurement(NamedTuple):
     se
         [D] float64: the standard error of each coordinate of `mean`
     bias
-        tuple: ||E g_hat - g|| / ||g||, from the U-statistic (0 when it is negative); low is 0 when the
-        interval of the squared bias covers 0
+        tuple: ||E g_hat - g|| / ||g||, from the U-statistic (0 when it is negative); low is 0 when
+        the interval of the squared bias covers 0
     bias2
         tuple: ||E g_hat - g||^2 / ||g||^2, the U-statistic itself (may be negative)
     norm
-        tuple: ||E g_hat|| / ||g||, from the same U-statistic on the g_hat (low is 0 when the expected
-        gradient is indistinguishable from 0)
+        tuple: ||E g_hat|| / ||g||, from the same U-statistic on the g_hat (low is 0 when the
+        expected gradient is indistinguishable from 0)
     cosine
         tuple: cos(E g_hat, g), jackknife bias-corrected; NaN when `norm`'s interval reaches 0
     scale
@@ -544,8 +595,8 @@ class Measurement(NamedTuple):
     variance
         float: tr Cov(g_hat) / ||g||^2, the total variance of one batch's gradient
     along
-        dict: name -> tuple <E g_hat, u> / <E g_hat, g> for each direction u given, jackknife bias-corrected;
-        NaN when `scale`'s interval covers 0
+        dict: name -> tuple <E g_hat, u> / <E g_hat, g> for each direction u given, jackknife
+        bias-corrected; NaN when `scale`'s interval covers 0
     """
     n_batches: int
     mean: np.ndarray
@@ -560,12 +611,14 @@ class Measurement(NamedTuple):
 
     @property
     def unbiased(self) -> bool:
-        "True when the interval of the bias covers 0 (the squared bias's interval reaches 0 or below)."
+        """True when the interval of the bias covers 0 (the squared bias's interval reaches 0 or
+        below)."""
         return bool(self.bias2[1] <= 0)
 
 
 def _host_float(fn: str, name: str, x) -> np.ndarray:
-    "A floating array (NumPy or JAX, any float dtype) as float64 NumPy, without a round trip through float32."
+    """A floating array (NumPy or JAX, any float dtype) as float64 NumPy, without a round trip
+    through float32."""
     a = x if isinstance(x, (np.ndarray, jax.Array)) else np.asarray(x)
     if not jnp.issubdtype(a.dtype, jnp.floating):
         raise ValueError(f"{fn}: `{name}` must be a floating array; got dtype {a.dtype}")
@@ -590,15 +643,20 @@ def _statistics(n, sum_x, sum_xx, sum_g, sum_gg, t, dirs):
 RATIOS = ("cosine", "along:")  # statistics that are ratios: jackknife bias-corrected
 
 
-def measure(gradients, target, blocks: int = 32, level: float = 0.95, along: dict | None = None) -> Measurement:
-    """Bias, cosine, scale and variance of M per-batch gradients against the exact `target`, with jackknife intervals.
+def measure(
+    gradients, target, blocks: int = 32, level: float = 0.95, along: dict | None = None
+) -> Measurement:
+    """Bias, cosine, scale and variance of M per-batch gradients against the exact `target`.
+
+    With jackknife intervals.
 
     Parameters
     ----------
     gradients
         [M, D] floating: one gradient per independent batch (from `batch_gradients`)
     target
-        [D] floating (any shape of D elements): the exact gradient the loss should estimate in expectation
+        [D] floating (any shape of D elements): the exact gradient the loss should estimate in
+        expectation
     blocks
         int >= 2: K, the jackknife blocks; M must be a multiple of K
     level
@@ -609,8 +667,8 @@ def measure(gradients, target, blocks: int = 32, level: float = 0.95, along: dic
     Returns
     -------
     Measurement
-        every statistic in float64; the cosine (and the `along` ratios) are NaN where the interval of
-        ||E g_hat||^2 (of <E g_hat, g>) covers 0, since the ratio is then undefined
+        every statistic in float64; the cosine (and the `along` ratios) are NaN where the interval
+        of ||E g_hat||^2 (of <E g_hat, g>) covers 0, since the ratio is then undefined
     """
     fn = "measure"
     g = _host_float(fn, "gradients", gradients)
@@ -618,13 +676,19 @@ def measure(gradients, target, blocks: int = 32, level: float = 0.95, along: dic
     M, D = g.shape
     t = _host_float(fn, "target", target).reshape(-1)
     if t.size != D:
-        raise ValueError(f"{fn}: `target` must have D = {D} elements, as each gradient; got {t.size}")
+        raise ValueError(
+            f"{fn}: `target` must have D = {D} elements, as each gradient; got {t.size}"
+        )
     if not (t @ t > 0):
-        raise ValueError(f"{fn}: `target` must be a non-zero finite vector (the bias is relative to its norm)")
+        raise ValueError(
+            f"{fn}: `target` must be a non-zero finite vector (the bias is relative to its norm)"
+        )
     K = check_int(fn, "blocks", blocks, 2)
     if M % K or M // K < 2:
-        raise ValueError(f"{fn}: the number of batches M = {M} must be a multiple of `blocks` = {K}, with at least "
-                         f"2 batches per block")
+        raise ValueError(
+            f"{fn}: the number of batches M = {M} must be a multiple of `blocks` = {K}, with at"
+            " least 2 batches per block"
+        )
     q = t_quantile(level, K - 1)
     dirs = {}
     for name, u in (along or {}).items():
@@ -642,19 +706,30 @@ def measure(gradients, target, blocks: int = 32, level: float = 0.95, along: dic
     ci = {}
     for key, value in full.items():
         se = np.sqrt((K - 1) / K * ((loo[key] - loo[key].mean()) ** 2).sum())
-        if key.startswith(RATIOS):                      # Tukey's bias correction, first order in 1/M
+        # Tukey's bias correction, first order in 1/M
+        if key.startswith(RATIOS):
             value = K * value - (K - 1) * loo[key].mean()
         ci[key] = (float(value), float(value - q * se), float(value + q * se))
     nan = (float("nan"),) * 3
-    if not ci["norm2"][1] > 0:                          # E g_hat indistinguishable from 0: no direction
+    # E g_hat indistinguishable from 0: no direction
+    if not ci["norm2"][1] > 0:
         ci["cosine"] = nan
     if not (ci["scale"][1] > 0 or ci["scale"][2] < 0):  # <E g_hat, g> indistinguishable from 0
         ci.update({k: nan for k in ci if k.startswith("along:")})
     root = lambda v: float(np.sqrt(max(v, 0.0)))
     b2, n2 = ci["bias2"], ci["norm2"]
-    return Measurement(M, g.mean(0), g.std(0, ddof=1) / np.sqrt(M), (root(b2[0]), root(b2[1]), root(b2[2])), b2,
-                       (root(n2[0]), root(n2[1]), root(n2[2])), ci["cosine"], ci["scale"], ci["variance"][0],
-                       {name: ci["along:" + name] for name in dirs})
+    return Measurement(
+        M,
+        g.mean(0),
+        g.std(0, ddof=1) / np.sqrt(M),
+        (root(b2[0]), root(b2[1]), root(b2[2])),
+        b2,
+        (root(n2[0]), root(n2[1]), root(n2[2])),
+        ci["cosine"],
+        ci["scale"],
+        ci["variance"][0],
+        {name: ci["along:" + name] for name in dirs},
+    )
 
 
 def estimate(problem: Problem, loss: Callable, target, key, n_batches: int = 8192, blocks: int = 32,

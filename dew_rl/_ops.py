@@ -50,7 +50,8 @@ def smaller(a, b) -> jax.Array:
 
 # %% ../nbs/00b_ops.ipynb #57dfe889
 def sum_over(axis_name, *values) -> tuple:
-    "Each of `values` summed over the mapped axis `axis_name` (`jax.lax.psum`), or unchanged when it is None."
+    """Each of `values` summed over the mapped axis `axis_name` (`jax.lax.psum`), or unchanged when
+    it is None."""
     if axis_name is None:
         return values
     return tuple(jax.lax.psum(v, axis_name) for v in values)
@@ -91,7 +92,9 @@ def vary_together(*xs):
 
 # %% ../nbs/00b_ops.ipynb #6eb4a175
 def centre_in_groups(x) -> jax.Array:
-    """`x - mean(x, axis=1)` for `[n, G]` groups, shifted by each group's first member first (exact zeros for equal values).
+    """`x - mean(x, axis=1)` for `[n, G]` groups, shifted by each group's first member first.
+
+    Equal values give exact zeros.
 
     Parameters
     ----------
@@ -108,12 +111,15 @@ def centre_in_groups(x) -> jax.Array:
 
 # %% ../nbs/00b_ops.ipynb #cceae741
 def dense_ids(ids) -> jax.Array:
-    """Integer ids along the last axis replaced by dense ranks 0, 1, ... (equal ids, equal ranks), in the order of the ids.
+    """Integer ids along the last axis replaced by dense ranks 0, 1, ..., in the order of the ids.
+
+    Equal ids get equal ranks.
 
     Parameters
     ----------
     ids
-        integer array of any rank >= 1; the ranks are taken along the last axis (each row on its own)
+        integer array of any rank >= 1; the ranks are taken along the last axis (each row on its
+        own)
 
     Returns
     -------
@@ -123,13 +129,16 @@ def dense_ids(ids) -> jax.Array:
     ids = jnp.asarray(ids)
     order = jnp.argsort(ids, axis=-1, stable=True)
     s = jnp.take_along_axis(ids, order, axis=-1)
-    starts = jnp.concatenate([jnp.ones(ids.shape[:-1] + (1,), bool), s[..., 1:] != s[..., :-1]], axis=-1)
+    starts = jnp.concatenate(
+        [jnp.ones(ids.shape[:-1] + (1,), bool), s[..., 1:] != s[..., :-1]], axis=-1
+    )
     ranks = jnp.cumsum(starts, axis=-1, dtype=jnp.int32) - 1
     return jnp.put_along_axis(jnp.zeros(ids.shape, jnp.int32), order, ranks, axis=-1, inplace=False)
 
 
 class Groups(NamedTuple):
-    "How the `B` rows of a batch form groups: a static `size` G (contiguous blocks), or each row's dense group `index`."
+    """How the `B` rows of a batch form groups: a static `size` G (contiguous blocks), or each row's
+    dense group `index`."""
     size: int | None
     index: jax.Array | None  # int32 [B], from `dense_ids`
 
@@ -142,9 +151,12 @@ def groups_of(group) -> Groups:
 
 
 def group_sum(x, g: Groups) -> jax.Array:
-    """Each row's group total of `x` [B] or [B, ...] (contiguous: a reshape and a sum; by id: a segment sum), as x's shape.
+    """Each row's group total of `x` [B] or [B, ...], in x's shape.
 
-    Trailing axes are summed position by position (a per-token group statistic of a [B, T] array)."""
+    Contiguous groups: a reshape and a sum; groups by id: a segment sum.
+
+    Trailing axes are summed position by position (a per-token group statistic of a [B, T] array).
+    """
     B = x.shape[0]
     if g.size is not None:
         G = g.size
@@ -169,7 +181,9 @@ def group_leader(g: Groups, B: int) -> jax.Array:
 
 
 def centre_by_group(x, g: Groups) -> jax.Array:
-    """`x` minus its group's mean, per row [B], shifted by the group's first member first: exact zeros for equal values.
+    """`x` minus its group's mean, per row [B], shifted by the group's first member first.
+
+    Equal values give exact zeros.
 
     The contiguous layout is `centre_in_groups` on `[B/G, G]`; a group of one row gives exactly 0.
     """

@@ -87,8 +87,16 @@ def _cast(a, dtype):
     return jnp.asarray(a)
 
 
-def check_against_reference(fn, reference, *args, static: dict | None = None, dtypes=("float32", "bfloat16"),
-                            tol: dict | None = None, skip_nan_in_reference: bool = False, check_dtype: bool = False):
+def check_against_reference(
+    fn,
+    reference,
+    *args,
+    static: dict | None = None,
+    dtypes=("float32", "bfloat16"),
+    tol: dict | None = None,
+    skip_nan_in_reference: bool = False,
+    check_dtype: bool = False,
+):
     """Assert `fn` matches the float64 `reference` eagerly and jitted, for every dtype in `dtypes`.
 
     Parameters
@@ -115,21 +123,39 @@ def check_against_reference(fn, reference, *args, static: dict | None = None, dt
     jitted = jax.jit(lambda *a: fn(*a, **static))
     for dtype in dtypes:
         cast = [_cast(a, dtype) for a in args]
-        as64 = [np.asarray(c, dtype=np.float64) if jnp.issubdtype(c.dtype, jnp.floating) else np.asarray(c)
-                for c in cast]
+        as64 = [
+            (
+                np.asarray(c, dtype=np.float64)
+                if jnp.issubdtype(c.dtype, jnp.floating)
+                else np.asarray(c)
+            )
+            for c in cast
+        ]
         want = reference(*as64, **static)
         rtol, atol = tol[dtype]
         for label, got in (("eager", fn(*cast, **static)), ("jit", jitted(*cast))):
             got_leaves, got_tree = jax.tree_util.tree_flatten(got)
             want_leaves, want_tree = jax.tree_util.tree_flatten(want)
-            assert got_tree == want_tree, f"{label}/{dtype}: structure {got_tree} != reference {want_tree}"
+            assert (
+                got_tree == want_tree
+            ), f"{label}/{dtype}: structure {got_tree} != reference {want_tree}"
             for k, (g, w) in enumerate(zip(got_leaves, want_leaves)):
                 if check_dtype and jnp.issubdtype(jnp.asarray(g).dtype, jnp.floating):
-                    assert jnp.asarray(g).dtype == jnp.dtype(dtype), f"{label}/{dtype}: leaf {k} has dtype {g.dtype}"
-                g = np.asarray(jnp.asarray(g, dtype=jnp.float32) if jnp.asarray(g).dtype == jnp.bfloat16 else g,
-                               dtype=np.float64)
+                    assert jnp.asarray(g).dtype == jnp.dtype(
+                        dtype
+                    ), f"{label}/{dtype}: leaf {k} has dtype {g.dtype}"
+                g = np.asarray(
+                    (
+                        jnp.asarray(g, dtype=jnp.float32)
+                        if jnp.asarray(g).dtype == jnp.bfloat16
+                        else g
+                    ),
+                    dtype=np.float64,
+                )
                 w = np.asarray(w, dtype=np.float64)
-                assert g.shape == w.shape, f"{label}/{dtype}: leaf {k} shape {g.shape} != reference {w.shape}"
+                assert (
+                    g.shape == w.shape
+                ), f"{label}/{dtype}: leaf {k} shape {g.shape} != reference {w.shape}"
                 keep = ~np.isnan(w) if skip_nan_in_reference else np.ones(w.shape, bool)
                 np.testing.assert_allclose(g[keep], w[keep], rtol=rtol, atol=atol,
                                            err_msg=f"{label}/{dtype}: leaf {k}")

@@ -23,7 +23,9 @@ try:
     from tunix.rl.grpo import grpo_learner as _tunix_grpo
     from tunix.rl.ppo import ppo_learner as _tunix_ppo
 except ImportError as error:  # the optional extra is missing
-    raise ImportError('dew_rl.tunix needs Tunix (google-tunix 0.1.7): pip install ".[tunix]"') from error
+    raise ImportError(
+        'dew_rl.tunix needs Tunix (google-tunix 0.1.7): pip install ".[tunix]"'
+    ) from error
 
 import dew_rl as rl
 import dew_rl.objectives as obj
@@ -35,11 +37,15 @@ __all__ = ["register", "policy_log_probs", "train_example_rollout", "metric_name
 # %% ../nbs/05t_tunix.ipynb #a4dd7d29
 # the Tunix setting that fills each array of a TrainExample, for the errors that ask for it
 _PROVIDES = {
-    "ref_per_token_logps": "a non-zero `beta` in GRPOConfig / PPOConfig (the learners compute the reference "
-                           "log-probs only when beta != 0.0)",
-    "behavior_per_token_logps": "dew_rl.tunix.GRPOLearner with RolloutConfig(return_logprobs=True) (Tunix "
-                                "0.1.7's GRPOLearner drops the sampler's log-probs; its TrainExample has no field "
-                                "for them)",
+    "ref_per_token_logps": (
+        "a non-zero `beta` in GRPOConfig / PPOConfig (the learners compute the reference "
+        "log-probs only when beta != 0.0)"
+    ),
+    "behavior_per_token_logps": (
+        "dew_rl.tunix.GRPOLearner with RolloutConfig(return_logprobs=True) (Tunix "
+        "0.1.7's GRPOLearner drops the sampler's log-probs; its TrainExample has no field "
+        "for them)"
+    ),
     "old_values": "PPOLearner with a critic model in the RLCluster",
     "returns": "PPOLearner with a critic model in the RLCluster",
 }
@@ -68,8 +74,10 @@ def _require(config, example, name):
     for field in _needs(config):
         if getattr(example, field, None) is None:
             raise ValueError(
-                f"dew_rl.tunix policy loss {name!r}: {config.advantage_estimator} as configured needs "
-                f"TrainExample.{field}, which this TrainExample does not carry; it is provided by {_PROVIDES[field]}")
+                f"dew_rl.tunix policy loss {name!r}: {config.advantage_estimator} as configured"
+                f" needs TrainExample.{field}, which this TrainExample does not carry; it is"
+                f" provided by {_PROVIDES[field]}"
+            )
 
 # %% ../nbs/05t_tunix.ipynb #01da6f99
 def train_example_rollout(config, example, log_probs):
@@ -82,8 +90,9 @@ def train_example_rollout(config, example, log_probs):
     example
         tunix TrainExample: GRPO's, PPO's (with `returns`, `old_values`) or a `SamplerTrainExample`
     log_probs
-        [B, T] floating: the current policy's log-probs; detached, they stand in for `old_per_token_logps`
-        when Tunix leaves it None (GRPO with num_iterations == 1: the batch is on-policy)
+        [B, T] floating: the current policy's log-probs; detached, they stand in for
+        `old_per_token_logps` when Tunix leaves it None (GRPO with num_iterations == 1: the batch is
+        on-policy)
 
     Returns
     -------
@@ -98,16 +107,23 @@ def train_example_rollout(config, example, log_probs):
     adv = jnp.asarray(example.advantages, jnp.float32)
     adv = jnp.broadcast_to(adv[:, None], mask.shape) if adv.ndim == 1 else adv
     f32 = lambda x: None if x is None else jnp.asarray(x, jnp.float32)  # noqa: E731
-    return obj.Rollout(mask=mask, old_log_probs=old, ref_log_probs=f32(example.ref_per_token_logps),
-                       behavior_log_probs=f32(getattr(example, "behavior_per_token_logps", None)),
-                       advantages=jnp.where(mask, adv, 0.0), returns=f32(getattr(example, "returns", None)),
-                       old_values=f32(getattr(example, "old_values", None)))
+    return obj.Rollout(
+        mask=mask,
+        old_log_probs=old,
+        ref_log_probs=f32(example.ref_per_token_logps),
+        behavior_log_probs=f32(getattr(example, "behavior_per_token_logps", None)),
+        advantages=jnp.where(mask, adv, 0.0),
+        returns=f32(getattr(example, "returns", None)),
+        old_values=f32(getattr(example, "old_values", None)),
+    )
 
 # %% ../nbs/05t_tunix.ipynb #ab82100d
 def _hidden_and_unembedding(model, input_tokens, kwargs):
-    "The final hidden state [B, L, D] and the unembedding [D, V] where the model exposes both, else None."
+    """The final hidden state [B, L, D] and the unembedding [D, V] where the model exposes both,
+    else None."""
     config = getattr(model, "config", None)
-    if config is None or getattr(config, "final_logit_softcap", None):  # a soft-cap is not linear in the hidden
+    # a soft-cap is not linear in the hidden
+    if config is None or getattr(config, "final_logit_softcap", None):
         return None
     if getattr(config, "use_tied_embedding", False):
         embedder = getattr(model, "embedder", None)
@@ -134,7 +150,8 @@ def policy_log_probs(model, example, pad_id, eos_id, temperature=1.0, chunk_size
     Parameters
     ----------
     model
-        flax.nnx.Module: a Tunix causal LM, called as `model(tokens, positions=, cache=, attention_mask=)`
+        flax.nnx.Module: a Tunix causal LM, called as `model(tokens, positions=, cache=,
+        attention_mask=)`
     example
         tunix TrainExample: `prompt_ids` [B, P] (left-padded) and `completion_ids` [B, T]
     pad_id
@@ -170,7 +187,8 @@ def policy_log_probs(model, example, pad_id, eos_id, temperature=1.0, chunk_size
             rl.entropy_from_logits(logits, temperature), "logits")
 
 # %% ../nbs/05t_tunix.ipynb #bc038218
-_STAGE_ONE = threading.local()  # the last call of a dew_rl estimator in this thread (Tunix may prepare data in threads)
+# the last call of a dew_rl estimator in this thread (Tunix may prepare data in threads)
+_STAGE_ONE = threading.local()
 
 
 def _given_advantages(rollout, axis_name):
@@ -179,25 +197,44 @@ def _given_advantages(rollout, axis_name):
 
 
 def _corrects(config):
-    return (config.tis_cap is not None or config.rollout_is is not None or config.rollout_rs is not None
-            or config.m2_threshold is not None)
+    return (
+        config.tis_cap is not None
+        or config.rollout_is is not None
+        or config.rollout_rs is not None
+        or config.m2_threshold is not None
+    )
 
 
 def _loss(config, log_probs, entropy, ro):
-    "Stage 2 on a micro-batch; with a rollout correction, its weights and rejections first (stage 1, advantages kept)."
+    """Stage 2 on a micro-batch; with a rollout correction, its weights and rejections first (stage
+    1, advantages kept)."""
     first = {}
     if _corrects(config) and not config.bypass_mode:
         if config.advantage_estimator == "ppo":
-            raise ValueError("dew_rl.tunix: a rollout correction with ppo is not supported (Tunix's PPOLearner "
-                             "keeps no sampler log-probs, and its GAE advantages are already whitened)")
+            raise ValueError(
+                "dew_rl.tunix: a rollout correction with ppo is not supported (Tunix's PPOLearner "
+                "keeps no sampler log-probs, and its GAE advantages are already whitened)"
+            )
         rows = ro.mask.shape[0]
-        stage = dataclasses.replace(config, custom_advantage=_given_advantages, reward_post_process=None,
-                                    dynamic_sampling=False, overlong_buffer_len=None)
-        ro, first = obj.advantages(stage, dataclasses.replace(ro, rewards=jnp.zeros((rows,), jnp.float32),
-                                                              group_ids=jnp.arange(rows)))
+        stage = dataclasses.replace(
+            config,
+            custom_advantage=_given_advantages,
+            reward_post_process=None,
+            dynamic_sampling=False,
+            overlong_buffer_len=None,
+        )
+        ro, first = obj.advantages(
+            stage,
+            dataclasses.replace(
+                ro, rewards=jnp.zeros((rows,), jnp.float32), group_ids=jnp.arange(rows)
+            ),
+        )
         first = {k: v for k, v in first.items() if k.startswith("rollout_corr/")}
-    policy_config = dataclasses.replace(config, vf_coef=0.0) if config.advantage_estimator == "ppo" else config
-    values = None if ro.old_values is None else jax.lax.stop_gradient(ro.old_values)  # the critic trains apart
+    policy_config = (
+        dataclasses.replace(config, vf_coef=0.0) if config.advantage_estimator == "ppo" else config
+    )
+    # the critic trains apart
+    values = None if ro.old_values is None else jax.lax.stop_gradient(ro.old_values)
     loss, metrics = obj.loss(policy_config, log_probs, ro, values=values, entropy=entropy)
     return loss, {**first, **metrics}
 
@@ -209,25 +246,36 @@ def _policy_loss(config, name, chunk_size):
         lp, ent, _ = policy_log_probs(model, train_example, pad_id, eos_id, temperature, chunk_size)
         loss, metrics = _loss(config, lp, ent, train_example_rollout(config, train_example, lp))
         aux = dict(metrics)
-        # the names Tunix's learners log by default (GRPOLearner: kl, pg_clipfrac; PPOLearner: pg_clipfrac)
+        # the names Tunix's learners log by default (GRPOLearner: kl, pg_clipfrac; PPOLearner:
+        # pg_clipfrac)
         aux["pg_clipfrac"] = metrics.get("train/pg_clipfrac", jnp.float32(0.0))
         aux["kl"] = metrics.get("train/kl_loss", jnp.float32(0.0))
         return loss, aux
 
-    policy_loss_fn.__name__ = policy_loss_fn.__qualname__ = f"dew_rl_policy_loss_{config.advantage_estimator}"
+    policy_loss_fn.__name__ = policy_loss_fn.__qualname__ = (
+        f"dew_rl_policy_loss_{config.advantage_estimator}"
+    )
     return policy_loss_fn
 
 
 def _group_estimator(config, name):
     def advantage_estimator(rewards, num_generations, **kwargs):
         if num_generations != config.n_samples_per_prompt:
-            raise ValueError(f"dew_rl.tunix advantage estimator {name!r}: GRPOConfig.num_generations="
-                             f"{num_generations} but the dew_rl config has n_samples_per_prompt="
-                             f"{config.n_samples_per_prompt}; set them equal")
+            raise ValueError(
+                f"dew_rl.tunix advantage estimator {name!r}: GRPOConfig.num_generations="
+                f"{num_generations} but the dew_rl config has n_samples_per_prompt="
+                f"{config.n_samples_per_prompt}; set them equal"
+            )
         r = np.asarray(rewards, np.float32)
-        z = np.zeros((r.shape[0], 1), np.float32)  # equal log-probs: a rollout correction's weights are 1 here
-        ro = obj.Rollout(mask=np.ones((r.shape[0], 1), bool), rewards=r, old_log_probs=z, behavior_log_probs=z,
-                         group_ids=np.arange(r.shape[0]) // num_generations)
+        # equal log-probs: a rollout correction's weights are 1 here
+        z = np.zeros((r.shape[0], 1), np.float32)
+        ro = obj.Rollout(
+            mask=np.ones((r.shape[0], 1), bool),
+            rewards=r,
+            old_log_probs=z,
+            behavior_log_probs=z,
+            group_ids=np.arange(r.shape[0]) // num_generations,
+        )
         _STAGE_ONE.call = (config, ro)  # for the rollout/* metrics, with the token mask (see below)
         ro, _ = obj.advantages(config, ro)
         return np.asarray(ro.advantages[:, 0])
@@ -237,11 +285,16 @@ def _group_estimator(config, name):
 def _gae_estimator(config, name):
     def advantage_estimator(rewards, values, completion_mask, gamma, gae_lambda, **kwargs):
         if (gamma, gae_lambda) != (config.gamma, config.lam):
-            raise ValueError(f"dew_rl.tunix advantage estimator {name!r}: PPOConfig(gamma={gamma}, gae_lambda="
-                             f"{gae_lambda}) but the dew_rl config has gamma={config.gamma}, lam={config.lam}; "
-                             "set them equal")
-        ro = obj.Rollout(mask=jnp.asarray(completion_mask).astype(bool), token_rewards=jnp.asarray(rewards, jnp.float32),
-                         old_values=jnp.asarray(values, jnp.float32))
+            raise ValueError(
+                f"dew_rl.tunix advantage estimator {name!r}: PPOConfig(gamma={gamma}, gae_lambda="
+                f"{gae_lambda}) but the dew_rl config has gamma={config.gamma}, lam={config.lam}; "
+                "set them equal"
+            )
+        ro = obj.Rollout(
+            mask=jnp.asarray(completion_mask).astype(bool),
+            token_rewards=jnp.asarray(rewards, jnp.float32),
+            old_values=jnp.asarray(values, jnp.float32),
+        )
         _STAGE_ONE.call = (config, ro)
         ro, _ = obj.advantages(config, ro)
         return ro.advantages, ro.returns
@@ -250,32 +303,61 @@ def _gae_estimator(config, name):
 
 def _value_loss(config, name):
     def value_loss_fn(model, train_example, clip_range_value, pad_id, eos_id, **kwargs):
-        if isinstance(clip_range_value, (int, float)) and clip_range_value != config.cliprange_value:
-            raise ValueError(f"dew_rl.tunix value loss {name!r}: PPOConfig(clip_range_value={clip_range_value}) but "
-                             f"the dew_rl config has cliprange_value={config.cliprange_value}; set them equal")
+        if (
+            isinstance(clip_range_value, (int, float))
+            and clip_range_value != config.cliprange_value
+        ):
+            raise ValueError(
+                f"dew_rl.tunix value loss {name!r}: PPOConfig(clip_range_value={clip_range_value})"
+                f" but the dew_rl config has cliprange_value={config.cliprange_value}; set them"
+                " equal"
+            )
         mask = jnp.asarray(train_example.completion_mask).astype(bool)
         width = train_example.completion_ids.shape[1]
-        scores = _tunix_common.compute_score(model, train_example.prompt_ids, train_example.completion_ids,
-                                             pad_id, eos_id, stop_gradient=False)
+        scores = _tunix_common.compute_score(
+            model,
+            train_example.prompt_ids,
+            train_example.completion_ids,
+            pad_id,
+            eos_id,
+            stop_gradient=False,
+        )
         vpreds = scores[:, -width - 1:-1]
         returns, old = train_example.returns, train_example.old_values
         terms = rl.clipped_value_loss_terms(vpreds, returns, old, config.cliprange_value)
-        vf = rl.aggregate(terms, mask, config.loss_agg_mode, norm=obj.loss_norm(config, mask.shape[1]))
+        vf = rl.aggregate(
+            terms, mask, config.loss_agg_mode, norm=obj.loss_norm(config, mask.shape[1])
+        )
         clipped = jnp.clip(vpreds, old - config.cliprange_value, old + config.cliprange_value)
-        clipfrac = ((clipped - returns) ** 2 > (vpreds - returns) ** 2).astype(jnp.float32)  # the clipped branch won
-        metrics = {"train/vf_loss": vf, "train/vf_clipfrac": rl.aggregate(clipfrac, mask, config.loss_agg_mode,
-                                                                          norm=obj.loss_norm(config, mask.shape[1]))}
+        # the clipped branch won
+        clipfrac = ((clipped - returns) ** 2 > (vpreds - returns) ** 2).astype(jnp.float32)
+        metrics = {
+            "train/vf_loss": vf,
+            "train/vf_clipfrac": rl.aggregate(
+                clipfrac, mask, config.loss_agg_mode, norm=obj.loss_norm(config, mask.shape[1])
+            ),
+        }
         # the names PPOLearner logs for the critic by default: token means, as Tunix reports them
-        return config.vf_coef * vf, {**jax.lax.stop_gradient(metrics), "vpred_mean": rl.token_mean(vpreds, mask),
-                                     "vf_clipfrac": rl.token_mean(clipfrac, mask)}
+        return config.vf_coef * vf, {
+            **jax.lax.stop_gradient(metrics),
+            "vpred_mean": rl.token_mean(vpreds, mask),
+            "vf_clipfrac": rl.token_mean(clipfrac, mask),
+        }
     return value_loss_fn
 
 
 def _has_group_stage(config):
     record = obj.ESTIMATOR_RECORDS[config.advantage_estimator]
     stage = record.advantage
-    return (stage is not None and stage.group and stage.normalise is None and not config.dynamic_sampling
-            and config.overlong_buffer_len is None and config.kl_coef == 0 and config.m2_threshold is None)
+    return (
+        stage is not None
+        and stage.group
+        and stage.normalise is None
+        and not config.dynamic_sampling
+        and config.overlong_buffer_len is None
+        and config.kl_coef == 0
+        and config.m2_threshold is None
+    )
 
 # %% ../nbs/05t_tunix.ipynb #a391f8b3
 def register(config, name=None, chunk_size=None):
@@ -286,23 +368,27 @@ def register(config, name=None, chunk_size=None):
     config
         ObjectiveConfig: any `dew_rl.objectives` configuration but "dpo"
     name
-        str or None: the name for Tunix's `policy_loss_fn` (and `advantage_estimator`, `value_loss_fn`);
-        None: "dew_rl_" + the estimator's name
+        str or None: the name for Tunix's `policy_loss_fn` (and `advantage_estimator`,
+        `value_loss_fn`); None: "dew_rl_" + the estimator's name
     chunk_size
         int or None: the vocabulary chunk of the log-prob computation
 
     Returns
     -------
     str
-        the registered name: `GRPOConfig(policy_loss_fn=name, advantage_estimator=name)` selects both
-        (the estimator where the configuration's stage 1 fits Tunix's signature, see above)
+        the registered name: `GRPOConfig(policy_loss_fn=name, advantage_estimator=name)` selects
+        both (the estimator where the configuration's stage 1 fits Tunix's signature, see above)
     """
     if not isinstance(config, obj.ObjectiveConfig):
-        raise ValueError(f"dew_rl.tunix.register: config must be a dew_rl.objectives.ObjectiveConfig, got "
-                         f"{type(config).__name__}")
+        raise ValueError(
+            "dew_rl.tunix.register: config must be a dew_rl.objectives.ObjectiveConfig, got "
+            f"{type(config).__name__}"
+        )
     if config.advantage_estimator == "dpo":
-        raise ValueError("dew_rl.tunix.register: config is 'dpo', a preference loss; Tunix's policy loss takes "
-                         "one TrainExample of sampled completions")
+        raise ValueError(
+            "dew_rl.tunix.register: config is 'dpo', a preference loss; Tunix's policy loss takes "
+            "one TrainExample of sampled completions"
+        )
     name = name or f"dew_rl_{config.advantage_estimator}"
     _tunix_registry.register_policy_loss_fn(name)(_policy_loss(config, name, chunk_size))
     if config.advantage_estimator == "ppo":
@@ -329,8 +415,15 @@ def metric_names(config):
     rows = 2 * max(2, config.n_samples_per_prompt)
     z = jnp.zeros((rows, 2), jnp.float32)
     critic = z if config.advantage_estimator == "ppo" else None
-    ro = obj.Rollout(mask=jnp.ones((rows, 2), bool), old_log_probs=z, ref_log_probs=z, behavior_log_probs=z,
-                     advantages=z + 1.0, returns=critic, old_values=critic)
+    ro = obj.Rollout(
+        mask=jnp.ones((rows, 2), bool),
+        old_log_probs=z,
+        ref_log_probs=z,
+        behavior_log_probs=z,
+        advantages=z + 1.0,
+        returns=critic,
+        old_values=critic,
+    )
     shapes = jax.eval_shape(lambda: _loss(config, z, z, ro)[1])
     return sorted(shapes)
 
@@ -348,13 +441,20 @@ def log_metrics(learner, config):
     Returns
     -------
     list
-        the metric names now logged from the actor's `aux` (the critic's `train/vf_loss` too for PPO)
+        the metric names now logged from the actor's `aux` (the critic's `train/vf_loss` too for
+        PPO)
     """
     names = metric_names(config)
-    learner.rl_cluster.actor_trainer.with_rl_metrics_to_log({k: np.mean for k in names + ["pg_clipfrac", "kl"]})
+    learner.rl_cluster.actor_trainer.with_rl_metrics_to_log(
+        {k: np.mean for k in names + ["pg_clipfrac", "kl"]}
+    )
     if config.advantage_estimator == "ppo":
-        learner.rl_cluster.critic_trainer.with_rl_metrics_to_log(
-            {"train/vf_loss": np.mean, "train/vf_clipfrac": np.mean, "vpred_mean": np.mean, "vf_clipfrac": np.mean})
+        learner.rl_cluster.critic_trainer.with_rl_metrics_to_log({
+            "train/vf_loss": np.mean,
+            "train/vf_clipfrac": np.mean,
+            "vpred_mean": np.mean,
+            "vf_clipfrac": np.mean,
+        })
     return names
 
 # %% ../nbs/05t_tunix.ipynb #2e61ad98
@@ -370,7 +470,8 @@ class GRPOLearner(_tunix_grpo.GRPOLearner):
             outputs.append(out)
             return out
 
-        cluster.generate = recording  # on this instance only, for the duration of Tunix's own method
+        # on this instance only, for the duration of Tunix's own method
+        cluster.generate = recording
         _STAGE_ONE.call = None
         try:
             example = super()._generate_and_compute_advantage(training_input, mode)
@@ -378,7 +479,8 @@ class GRPOLearner(_tunix_grpo.GRPOLearner):
             del cluster.generate
         _log_rollout_metrics(self, example, mode)
         logprobs = outputs[-1].logprobs if outputs else None
-        if logprobs is None:  # RolloutConfig(return_logprobs=False): the loss names the setting if it needs them
+        # RolloutConfig(return_logprobs=False): the loss names the setting if it needs them
+        if logprobs is None:
             return example
         width = example.completion_ids.shape[1]
         behavior = np.zeros((len(logprobs), width), np.float32)
@@ -390,7 +492,8 @@ class GRPOLearner(_tunix_grpo.GRPOLearner):
 
 
 class PPOLearner(_tunix_ppo.PPOLearner):
-    """Tunix's PPOLearner that also logs dew_rl's stage-1 metrics (`rollout/*`) of its advantage estimator."""
+    """Tunix's PPOLearner that also logs dew_rl's stage-1 metrics (`rollout/*`) of its advantage
+    estimator."""
 
     def _generate_and_compute_advantage(self, training_input, mode=_tunix_cluster.Mode.TRAIN):
         _STAGE_ONE.call = None
@@ -400,7 +503,8 @@ class PPOLearner(_tunix_ppo.PPOLearner):
 
 # %% ../nbs/05t_tunix.ipynb #1150667d
 def _log_rollout_metrics(learner, example, mode):
-    "Buffer dew_rl's rollout/* metrics of the estimator call the learner just made, if the estimator is dew_rl's."
+    """Buffer dew_rl's rollout/* metrics of the estimator call the learner just made, if the
+    estimator is dew_rl's."""
     call, _STAGE_ONE.call = getattr(_STAGE_ONE, "call", None), None
     if call is None:  # Tunix's own estimator
         return {}
@@ -408,7 +512,8 @@ def _log_rollout_metrics(learner, example, mode):
     mask = jnp.asarray(example.completion_mask).astype(bool)
     if not bool(mask.any()):  # every completion empty: stage 1 has no token to take moments over
         return {}
-    if ro.mask.shape != mask.shape:  # the GRPO family: rewards only; the moments are over the kept tokens
+    # the GRPO family: rewards only; the moments are over the kept tokens
+    if ro.mask.shape != mask.shape:
         z = jnp.zeros(mask.shape, jnp.float32)
         ro = dataclasses.replace(ro, mask=mask, old_log_probs=z, behavior_log_probs=z)
     _, metrics = obj.advantages(config, ro)

@@ -53,6 +53,7 @@ html_theme = "sphinx_book_theme"
 html_title = "dew_rl"
 html_static_path = ["_static"]
 html_css_files = ["dew_rl.css"]  # a content column as wide as the screen allows
+html_js_files = ["dew_rl.js"]  # search snippets from the article text; printed outputs set to fit
 html_theme_options = {"show_toc_level": 2, "home_page_in_toc": True}
 # One search box: the header's (the theme's default sidebar has a second one).
 html_sidebars = {"**": ["navbar-logo.html", "icon-links.html", "sbt-sidebar-nav.html"]}

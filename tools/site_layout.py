@@ -44,6 +44,16 @@ function measure(doc, win) {
     width: (article.querySelector('section') || article).getBoundingClientRect().width, pres: pres.length,
     pres_overflow: pres.filter(p => p.scrollWidth > p.clientWidth + 1).length,
     pres_excess: pres.filter(p => p.scrollWidth > p.clientWidth + 1).map(p => p.scrollWidth - p.clientWidth),
+    pres_source: pres.filter(p => p.closest('.cell_input')).length,
+    pres_source_overflow: pres.filter(p => p.closest('.cell_input') && p.scrollWidth > p.clientWidth + 1).map(p => {
+      const line = p.textContent.split('\n').reduce((a, b) => b.length > a.length ? b : a, '');
+      return {excess: p.scrollWidth - p.clientWidth, chars: line.length, line: line.slice(0, 100)}; }),
+    pres_output_overflow: pres.filter(p => !p.closest('.cell_input') && p.scrollWidth > p.clientWidth + 1).length,
+    pre_chars: (() => { const p = article.querySelector('.cell_input pre'); if (!p) return 0;
+      const s = doc.createElement('span'); s.textContent = 'x'.repeat(100); p.appendChild(s);
+      const w = s.getBoundingClientRect().width / 100; s.remove();
+      const st = win.getComputedStyle(p);
+      return Math.floor((p.clientWidth - parseFloat(st.paddingLeft) - parseFloat(st.paddingRight)) / w); })(),
     tables: tables.length, tables_overflow: 0, tables_hiding: [], conflict_tables: 0,
     screens: doc.documentElement.scrollHeight / vh,
     folded: article.querySelectorAll('details').length,
@@ -145,6 +155,10 @@ def summary(per_page: dict) -> dict:
     widths = sorted(r.get("width", 0) for r in per_page.values())
     return {"pages": len(per_page), "column_width_median": round(widths[len(widths) // 2]),
             "pres": tot("pres"), "pres_overflow": tot("pres_overflow"),
+            "pres_source": tot("pres_source"),
+            "pres_source_overflow": sum(len(r.get("pres_source_overflow", [])) for r in per_page.values()),
+            "pres_output_overflow": tot("pres_output_overflow"),
+            "code_chars_per_line": min((r["pre_chars"] for r in per_page.values() if r.get("pre_chars")), default=0),
             "tables": tot("tables"), "tables_overflow": tot("tables_overflow"),
             "tables_hiding_columns": len(hiding),
             "features_tables_hiding": sum(1 for p, _ in hiding if p.startswith("06b_features")),

@@ -11,8 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import (as_float, as_groups, as_ids, as_mask, check_flag, check_int, check_number, check_rank,
-                            stat_dtype)
+from .._checks import (as_float, as_groups, as_ids, as_mask, check_flag, check_int,
+                            check_number, check_rank, stat_dtype)
 from .._ops import centre_by_group, count_kept, group_leader, group_size, group_sum, groups_of
 
 # %% auto #0
@@ -23,7 +23,9 @@ __all__ = ['GROUP_EPS', 'group_advantage', 'dynamic_sampling_mask', 'overlong_pe
 GROUP_EPS = 1e-6  # added to the group standard deviation (verl 0.9.1, Tunix 0.1.7)
 
 
-def group_advantage(rewards, group, normalise_by_std: bool = True, eps: float = GROUP_EPS) -> jax.Array:
+def group_advantage(
+    rewards, group, normalise_by_std: bool = True, eps: float = GROUP_EPS
+) -> jax.Array:
     """GRPO's group-relative advantage, `(r - group mean) / (group std + eps)`; `r - group mean` for Dr.GRPO.
 
     Parameters
@@ -31,9 +33,9 @@ def group_advantage(rewards, group, normalise_by_std: bool = True, eps: float = 
     rewards
         [B] scalar rewards
     group
-        int G: rows g*G .. g*G+G-1 are the completions of prompt g (static; B a multiple of G); or an
-        integer array [B] of prompt ids: rows with equal ids form a group, in any order, of any size
-        (a group of one row gets 0)
+        int G: rows g*G .. g*G+G-1 are the completions of prompt g (static; B a multiple of G); or
+        an integer array [B] of prompt ids: rows with equal ids form a group, in any order, of any
+        size (a group of one row gets 0)
     normalise_by_std
         divide by the group std, ddof=1 (GRPO); False only centres (Dr.GRPO)
     eps
@@ -47,16 +49,29 @@ def group_advantage(rewards, group, normalise_by_std: bool = True, eps: float = 
     fn = "group_advantage"
     check_flag(fn, "normalise_by_std", normalise_by_std)
     eps = check_number(fn, "eps", eps, lambda e: e >= 0, "a number >= 0")
-    x, group, dtype = as_groups(fn, rewards, group, min_group=2 if normalise_by_std else 1,
-                                why=" when normalise_by_std=True (a standard deviation needs two members)" if normalise_by_std else "")
+    x, group, dtype = as_groups(
+        fn,
+        rewards,
+        group,
+        min_group=2 if normalise_by_std else 1,
+        why=(
+            " when normalise_by_std=True (a standard deviation needs two members)"
+            if normalise_by_std
+            else ""
+        ),
+    )
     g = groups_of(group)
     centred = centre_by_group(x, g)
     if normalise_by_std:  # a group of one: centred is 0 and so is its spread, and 0 / eps is 0
-        var = group_sum(centred**2, g) / jnp.maximum(group_size(g, x.shape[0]) - 1, 1).astype(x.dtype)
+        var = group_sum(centred**2, g) / jnp.maximum(group_size(g, x.shape[0]) - 1, 1).astype(
+            x.dtype
+        )
         spread = var > 0
-        std = jnp.where(spread, jnp.sqrt(jnp.where(spread, var, 1)), 0)  # finite gradient at zero spread
+        # finite gradient at zero spread
+        std = jnp.where(spread, jnp.sqrt(jnp.where(spread, var, 1)), 0)
         denom = std + jnp.asarray(eps, x.dtype)
-        centred = jnp.where(denom > 0, centred / jnp.where(denom > 0, denom, 1), 0)  # eps=0: 0, not 0/0
+        # eps=0: 0, not 0/0
+        centred = jnp.where(denom > 0, centred / jnp.where(denom > 0, denom, 1), 0)
     return centred.astype(dtype)
 
 # %% ../../nbs/02b_group_advantage.ipynb #b3ea921f
@@ -68,12 +83,14 @@ def dynamic_sampling_mask(rewards, group) -> tuple:
     rewards
         [B] scalar rewards (floating)
     group
-        int G (contiguous groups of G rows) or an integer array [B] of prompt ids (any order, any size)
+        int G (contiguous groups of G rows) or an integer array [B] of prompt ids (any order, any
+        size)
 
     Returns
     -------
     tuple
-        (bool [B]: the row's group has a spread; int32 scalar: the number of such groups in this batch)
+        (bool [B]: the row's group has a spread; int32 scalar: the number of such groups in this
+        batch)
 
     Source
     ------
@@ -125,14 +142,6 @@ def overlong_penalty(mask, max_response_length, buffer_len, factor=1.0):
     return -factor * jnp.clip((length - (L_max - L_buf)) / L_buf, 0.0, 1.0)
 
 # %% ../../nbs/02b_group_advantage.ipynb #8720084f
-def _eos_ids(fn: str, eos_token_ids) -> tuple:
-    "The end-of-sequence ids as a tuple of static ints >= 0 (one int, or a non-empty sequence of ints)."
-    ids = (eos_token_ids,) if isinstance(eos_token_ids, (int, np.integer)) else eos_token_ids
-    if isinstance(ids, (str, bytes, bool, np.bool_)) or not hasattr(ids, "__len__") or len(ids) == 0:
-        raise ValueError(f"{fn}: `eos_token_ids` must be a Python int or a non-empty sequence of ints; got {eos_token_ids!r}")
-    return tuple(check_int(fn, "eos_token_ids", i, 0, " (each id)") for i in ids)
-
-
 def truncated_rows(tokens, mask, eos_token_ids) -> jax.Array:
     """Which responses were cut off: the row keeps a token and its last kept token is not an end-of-sequence id.
 
@@ -152,7 +161,8 @@ def truncated_rows(tokens, mask, eos_token_ids) -> jax.Array:
 
     Source
     ------
-    huggingface/trl@v1.16.0:trl/trainer/grpo_trainer.py (`is_truncated`: the last completion id is not EOS or pad).
+    huggingface/trl@v1.16.0:trl/trainer/grpo_trainer.py (`is_truncated`: the last completion id is
+    not EOS or pad).
     """
     fn = "truncated_rows"
     tokens = jnp.asarray(tokens)
@@ -169,18 +179,37 @@ def truncated_rows(tokens, mask, eos_token_ids) -> jax.Array:
     return (last >= 0) & ~ended
 
 
+def _eos_ids(fn: str, eos_token_ids) -> tuple:
+    """The end-of-sequence ids as a tuple of static ints >= 0 (one int, or a non-empty sequence of
+    ints)."""
+    ids = (eos_token_ids,) if isinstance(eos_token_ids, (int, np.integer)) else eos_token_ids
+    if (
+        isinstance(ids, (str, bytes, bool, np.bool_))
+        or not hasattr(ids, "__len__")
+        or len(ids) == 0
+    ):
+        raise ValueError(
+            f"{fn}: `eos_token_ids` must be a Python int or a non-empty sequence of ints; got"
+            f" {eos_token_ids!r}"
+        )
+    return tuple(check_int(fn, "eos_token_ids", i, 0, " (each id)") for i in ids)
+
+
 def stop_properly_rewards(rewards, truncated, stop_properly_penalty_coef) -> jax.Array:
-    """ProRL's "stop properly" shaping: the reward of a truncated response scaled by c in [0, 1], or replaced by c < 0.
+    """ProRL's "stop properly" shaping of the rewards of truncated responses.
+
+    The reward of a truncated response is scaled by c in [0, 1], or replaced by c < 0.
 
     Parameters
     ----------
     rewards
         [B] floating outcome rewards
     truncated
-        [B] 0/1 or bool: the rows cut off by the length budget (`truncated_rows`, or the sampler's flag)
+        [B] 0/1 or bool: the rows cut off by the length budget (`truncated_rows`, or the sampler's
+        flag)
     stop_properly_penalty_coef
-        c, a finite number <= 1: in [0, 1] the truncated rewards are multiplied by c; below 0 they are set to c
-        (may be traced)
+        c, a finite number <= 1: in [0, 1] the truncated rewards are multiplied by c; below 0 they
+        are set to c (may be traced)
 
     Returns
     -------
@@ -190,17 +219,24 @@ def stop_properly_rewards(rewards, truncated, stop_properly_penalty_coef) -> jax
     Source
     ------
     Liu et al. 2025 (ProRL), arXiv:2505.24864v1 (attribution unconfirmed in the text);
-    OpenRLHF/OpenRLHF@3c3be623:openrlhf/trainer/ppo_utils/length_penalty.py (apply_stop_properly_penalty);
+    OpenRLHF/OpenRLHF@3c3be623:openrlhf/trainer/ppo_utils/length_penalty.py
+    (apply_stop_properly_penalty);
     NVIDIA-NeMo/RL@7ea279abfbeb:nemo_rl/algorithms/reward_functions.py (the scale only).
     """
     fn = "stop_properly_rewards"
     r = as_float(fn, "rewards", rewards)
     check_rank(fn, "rewards", r, 1, layout="[B]")
     cut = as_mask(fn, truncated, r.shape, name="truncated", like="rewards")
-    c = check_number(fn, "stop_properly_penalty_coef", stop_properly_penalty_coef,
-                     lambda v: math.isfinite(v) and v <= 1.0, "a finite number <= 1 (in [0, 1] a scale, below 0 a reward)")
+    c = check_number(
+        fn,
+        "stop_properly_penalty_coef",
+        stop_properly_penalty_coef,
+        lambda v: math.isfinite(v) and v <= 1.0,
+        "a finite number <= 1 (in [0, 1] a scale, below 0 a reward)",
+    )
     x = r.astype(stat_dtype(r.dtype))
-    shaped = jnp.where(c < 0, c, x * c)  # a replaced reward never reads x: a NaN there does not reach the output
+    # a replaced reward never reads x: a NaN there does not reach the output
+    shaped = jnp.where(c < 0, c, x * c)
     return jnp.where(cut, shaped, x).astype(r.dtype)
 
 

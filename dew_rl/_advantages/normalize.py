@@ -15,26 +15,8 @@ from .._ops import count_kept, sum_over
 __all__ = ['VAR_FLOOR', 'global_masked_moments', 'global_masked_normalize']
 
 # %% ../../nbs/02d_global_normalize.ipynb #0f253ce8
-VAR_FLOOR = 1e-8  # the variance floor of the global normalisation (OpenRLHF bc71bb1, the REINFORCE++ pair)
-
-
-def _moments(fn: str, x, mask, axis_name):
-    "Checked inputs -> (keep, centred values, population variance, global int32 count, mean, output dtype)."
-    x = as_float(fn, "x", x, allow_int=True)
-    keep = as_mask(fn, mask, x.shape)
-    ct = stat_dtype(x.dtype)
-    xs = jnp.where(keep, x.astype(ct), 0)  # select first: a masked NaN or Inf reaches no arithmetic
-    top = jnp.max(jnp.where(keep, jax.lax.stop_gradient(xs), -jnp.inf), initial=-jnp.inf)
-    (count,) = sum_over(axis_name, count_kept(keep))
-    if axis_name is not None:
-        top = jax.lax.pmax(top, axis_name)
-    shift = jnp.where(count > 0, top, 0)  # the largest valid value, the same on every shard
-    n = jnp.maximum(count, 1).astype(ct)
-    d = jnp.where(keep, xs - shift, 0)
-    (total,) = sum_over(axis_name, d.sum())
-    centred = jnp.where(keep, d - total / n, 0)
-    (sq,) = sum_over(axis_name, (centred * centred).sum())
-    return keep, centred, sq / n, count, shift + total / n, x.dtype
+# the variance floor of the global normalisation (OpenRLHF bc71bb1, the REINFORCE++ pair)
+VAR_FLOOR = 1e-8
 
 
 def global_masked_moments(x, mask, axis_name=None) -> tuple:
@@ -52,15 +34,37 @@ def global_masked_moments(x, mask, axis_name=None) -> tuple:
     Returns
     -------
     tuple
-        (mean, variance, count): two scalars in at least float32 and the global int32 count, the same on
-        every shard; mean and variance are 0 when nothing is kept anywhere
+        (mean, variance, count): two scalars in at least float32 and the global int32 count, the
+        same on every shard; mean and variance are 0 when nothing is kept anywhere
     """
     _, _, var, count, mean, _ = _moments("global_masked_moments", x, mask, axis_name)
     return jnp.where(count > 0, mean, 0), var, count
 
 
+def _moments(fn: str, x, mask, axis_name):
+    """Checked inputs -> (keep, centred values, population variance, global int32 count, mean,
+    output dtype)."""
+    x = as_float(fn, "x", x, allow_int=True)
+    keep = as_mask(fn, mask, x.shape)
+    ct = stat_dtype(x.dtype)
+    xs = jnp.where(keep, x.astype(ct), 0)  # select first: a masked NaN or Inf reaches no arithmetic
+    top = jnp.max(jnp.where(keep, jax.lax.stop_gradient(xs), -jnp.inf), initial=-jnp.inf)
+    (count,) = sum_over(axis_name, count_kept(keep))
+    if axis_name is not None:
+        top = jax.lax.pmax(top, axis_name)
+    shift = jnp.where(count > 0, top, 0)  # the largest valid value, the same on every shard
+    n = jnp.maximum(count, 1).astype(ct)
+    d = jnp.where(keep, xs - shift, 0)
+    (total,) = sum_over(axis_name, d.sum())
+    centred = jnp.where(keep, d - total / n, 0)
+    (sq,) = sum_over(axis_name, (centred * centred).sum())
+    return keep, centred, sq / n, count, shift + total / n, x.dtype
+
+
 def global_masked_normalize(x, mask, axis_name=None, var_floor: float = VAR_FLOOR) -> jax.Array:
-    """`m * (x - mu) / sqrt(max(var, var_floor))`: z-score over every valid position of every shard, population variance.
+    """`m * (x - mu) / sqrt(max(var, var_floor))`: z-score over every valid position of every shard.
+
+    The variance is the population variance (ddof=0).
 
     Parameters
     ----------
@@ -76,12 +80,23 @@ def global_masked_normalize(x, mask, axis_name=None, var_floor: float = VAR_FLOO
     Returns
     -------
     jax.Array
-        the shape and dtype of `x`; exactly 0 outside the mask. A globally empty mask is reported (see above)
+        the shape and dtype of `x`; exactly 0 outside the mask. A globally empty mask is reported
+        (see above)
     """
     fn = "global_masked_normalize"
-    check_number(fn, "var_floor", var_floor, lambda v: v > 0, "a positive number (it keeps zero variance finite)")
+    check_number(
+        fn,
+        "var_floor",
+        var_floor,
+        lambda v: v > 0,
+        "a positive number (it keeps zero variance finite)",
+    )
     keep, centred, var, count, _, dtype = _moments(fn, x, mask, axis_name)
-    report_if_empty(fn, count, "`mask` keeps no position in the whole (global) batch, so there is no mean or "
-                               "variance to normalise by")
+    report_if_empty(
+        fn,
+        count,
+        "`mask` keeps no position in the whole (global) batch, so there is no mean or "
+        "variance to normalise by",
+    )
     scale = jax.lax.rsqrt(jnp.maximum(var, jnp.asarray(var_floor, var.dtype)))
     return jnp.where(keep, centred * scale, 0).astype(dtype)

@@ -8,35 +8,18 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._checks import as_float, as_groups, as_mask, check_number, check_rank, check_rows, stat_dtype
+from .._checks import (as_float, as_groups, as_mask, check_number, check_rank, check_rows,
+                            stat_dtype)
 from .._ops import centre_by_group, groups_of
 
 # %% auto #0
 __all__ = ['reinforce_plus_plus_returns', 'group_baseline_advantage']
 
 # %% ../../nbs/02e_reinforce_plus_plus.ipynb #77959fbe
-def _last_valid(keep: jax.Array) -> jax.Array:
-    "[B, T] bool: True at each row's last kept position; all False in a row with none."
-    t = jnp.arange(keep.shape[-1])
-    last = jnp.max(jnp.where(keep, t, -1), axis=-1, keepdims=True)
-    return t == last
-
-
-@jax.jit  # one compiled scan per shape, also when the caller runs eagerly
-def _discounted_suffix_sum(r: jax.Array, gamma) -> jax.Array:
-    "G[t] = sum_{u >= t} gamma**(u - t) r[u] along the last axis, as a parallel scan of affine maps."
-    def compose(later, now):  # both map G_beyond -> a * G_beyond + b; `later` covers positions after `now`
-        a_l, b_l = later
-        a_n, b_n = now
-        return a_n * a_l, b_n + a_n * b_l
-    flipped = jnp.flip(r, axis=-1)
-    a = jnp.broadcast_to(jnp.asarray(gamma, r.dtype), r.shape)
-    _, g = jax.lax.associative_scan(compose, (a, flipped), axis=-1)
-    return jnp.flip(g, axis=-1)
-
-
 def reinforce_plus_plus_returns(rewards, kl, mask, beta, gamma=1.0) -> jax.Array:
-    """REINFORCE++ return to go of the reward on the last valid token minus beta times the k1 KL, zero outside the mask.
+    """REINFORCE++ return to go of the last valid token's reward minus beta times the k1 KL.
+
+    Zero outside the mask.
 
     Parameters
     ----------
@@ -73,9 +56,33 @@ def reinforce_plus_plus_returns(rewards, kl, mask, beta, gamma=1.0) -> jax.Array
     returns = _discounted_suffix_sum(token_reward, jnp.asarray(gamma, ct))
     return jnp.where(keep, returns, 0).astype(out)
 
+
+def _last_valid(keep: jax.Array) -> jax.Array:
+    "[B, T] bool: True at each row's last kept position; all False in a row with none."
+    t = jnp.arange(keep.shape[-1])
+    last = jnp.max(jnp.where(keep, t, -1), axis=-1, keepdims=True)
+    return t == last
+
+
+@jax.jit  # one compiled scan per shape, also when the caller runs eagerly
+def _discounted_suffix_sum(r: jax.Array, gamma) -> jax.Array:
+    """G[t] = sum_{u >= t} gamma**(u - t) r[u] along the last axis, as a parallel scan of affine
+    maps."""
+    # both map G_beyond -> a * G_beyond + b; `later` covers positions after `now`
+    def compose(later, now):
+        a_l, b_l = later
+        a_n, b_n = now
+        return a_n * a_l, b_n + a_n * b_l
+    flipped = jnp.flip(r, axis=-1)
+    a = jnp.broadcast_to(jnp.asarray(gamma, r.dtype), r.shape)
+    _, g = jax.lax.associative_scan(compose, (a, flipped), axis=-1)
+    return jnp.flip(g, axis=-1)
+
 # %% ../../nbs/02e_reinforce_plus_plus.ipynb #17286e5a
 def group_baseline_advantage(rewards, mask, group) -> jax.Array:
-    """REINFORCE++-baseline raw advantage: each reward minus its group's mean (itself included), broadcast to the kept tokens.
+    """REINFORCE++-baseline raw advantage: each reward minus its group's mean (itself included).
+
+    Broadcast to the kept tokens.
 
     Parameters
     ----------
@@ -84,8 +91,9 @@ def group_baseline_advantage(rewards, mask, group) -> jax.Array:
     mask
         [B, T] 0/1 loss mask; the row's centred reward is written at its kept positions
     group
-        int G >= 2: `group` consecutive rows per prompt (B a multiple of it); or an integer array [B] of
-        prompt ids: rows with equal ids form a group, any order, any size (a group of one row gets 0)
+        int G >= 2: `group` consecutive rows per prompt (B a multiple of it); or an integer array
+        [B] of prompt ids: rows with equal ids form a group, any order, any size (a group of one row
+        gets 0)
 
     Returns
     -------
@@ -93,12 +101,18 @@ def group_baseline_advantage(rewards, mask, group) -> jax.Array:
         [B, T]: m * (R_i - mean of its group, itself included), dtype of `rewards`
     """
     fn = "group_baseline_advantage"
-    r, group, dtype = as_groups(fn, rewards, group, min_group=2,
-                                why=": the mean includes the row itself, so a group of one gives zero advantages")
+    r, group, dtype = as_groups(
+        fn,
+        rewards,
+        group,
+        min_group=2,
+        why=": the mean includes the row itself, so a group of one gives zero advantages",
+    )
     B = r.size
     mask = jnp.asarray(mask)
     check_rank(fn, "mask", mask, 2)
     check_rows(fn, "mask", mask, B)
     keep = as_mask(fn, mask, mask.shape)
-    centred = centre_by_group(r, groups_of(group))  # shifted by each group's first reward: exact zeros for equal rewards
+    # shifted by each group's first reward: exact zeros for equal rewards
+    centred = centre_by_group(r, groups_of(group))
     return jnp.where(keep, centred.reshape(B, 1), 0).astype(dtype)

@@ -24,8 +24,8 @@ def rloo_advantage(rewards, group) -> jax.Array:
         [B] scalar rewards
     group
         int G >= 2: rows g*G .. g*G+G-1 are the completions of prompt g (static; B a multiple of G);
-        or an integer array [B] of prompt ids: rows with equal ids form a group, in any order, of any
-        size (a group of one row, which has no other member, gets 0)
+        or an integer array [B] of prompt ids: rows with equal ids form a group, in any order, of
+        any size (a group of one row, which has no other member, gets 0)
 
     Returns
     -------
@@ -33,10 +33,13 @@ def rloo_advantage(rewards, group) -> jax.Array:
         [B] r_i minus the mean of the other rewards of its group, in the rewards' dtype
     """
     fn = "rloo_advantage"
-    x, group, dtype = as_groups(fn, rewards, group, min_group=2, why=" (a leave-one-out baseline needs two members)")
+    x, group, dtype = as_groups(
+        fn, rewards, group, min_group=2, why=" (a leave-one-out baseline needs two members)"
+    )
     g = groups_of(group)
     B = x.shape[0]
-    d = x - x[group_leader(g, B)]  # shifted by the group's first member: exact zeros for equal rewards
+    # shifted by the group's first member: exact zeros for equal rewards
+    d = x - x[group_leader(g, B)]
     n = group_size(g, B)
     others = (group_sum(d, g) - d) / jnp.maximum(n - 1, 1).astype(d.dtype)
     return jnp.where(n > 1, d - others, 0).astype(dtype)

@@ -8,9 +8,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._checks import (as_float, as_groups, as_mask, check_choice, check_dim, check_flag, check_number,
-                            check_rank, check_rows, stat_dtype)
-from .._ops import centre_by_group, count_kept, group_leader, group_size, group_sum, groups_of, sum_over
+from .._checks import (as_float, as_groups, as_mask, check_choice, check_dim, check_flag,
+                            check_number, check_rank, check_rows, stat_dtype)
+from .._ops import (centre_by_group, count_kept, group_leader, group_size, group_sum,
+                         groups_of, sum_over)
 from .._reductions import global_masked_whiten
 from .group import GROUP_EPS
 
@@ -20,8 +21,10 @@ __all__ = ['BATCH_STD_EPS', 'NORM_EPS', 'gdpo_advantage', 'batch_std_advantage',
 
 # %% ../../nbs/02f_reward_scaling.ipynb #7376e5a3
 BATCH_STD_EPS = 1e-4  # TRL 1.16.0 `scale_rewards="batch"`: added to the batch standard deviation
-NORM_EPS = 1e-5  # AReaL 1.0.4 `NormConfig.eps`: added to the standard deviation of `level_normalize`
-_LEVELS = ("batch", "group", "none")  # AReaL's `mean_level` / `std_level` (AReaL spells "none" as None; both accepted)
+# AReaL 1.0.4 `NormConfig.eps`: added to the standard deviation of `level_normalize`
+NORM_EPS = 1e-5
+# AReaL's `mean_level` / `std_level` (AReaL spells "none" as None; both accepted)
+_LEVELS = ("batch", "group", "none")
 
 
 def _safe_sqrt(v):
@@ -37,7 +40,8 @@ def _divide(num, den):
 
 
 def _group_std(centred, g, n):
-    "Each row's group standard deviation (ddof=1) of values already centred on their group mean; 0 for one row."
+    """Each row's group standard deviation (ddof=1) of values already centred on their group mean; 0
+    for one row."""
     return _safe_sqrt(group_sum(centred**2, g) / jnp.maximum(n - 1, 1).astype(centred.dtype))
 
 
@@ -64,9 +68,18 @@ def _group_max(x, g, B):
     return jax.ops.segment_max(x, g.index, num_segments=B)[g.index]
 
 # %% ../../nbs/02f_reward_scaling.ipynb #f43939db
-def gdpo_advantage(rewards, mask, group, reward_weights=None, eps: float = GROUP_EPS, whiten: str = "rows",
-                   axis_name=None) -> jax.Array:
-    """GDPO: a group z-score per reward component, a weighted sum, whitened over the batch, broadcast to the kept tokens.
+def gdpo_advantage(
+    rewards,
+    mask,
+    group,
+    reward_weights=None,
+    eps: float = GROUP_EPS,
+    whiten: str = "rows",
+    axis_name=None,
+) -> jax.Array:
+    """GDPO: a group z-score per reward component, a weighted sum, whitened over the batch.
+
+    Broadcast to the kept tokens.
 
     Parameters
     ----------
@@ -76,15 +89,15 @@ def gdpo_advantage(rewards, mask, group, reward_weights=None, eps: float = GROUP
         [B, T] 0/1 loss mask; the row's advantage is written at its kept positions (and, with
         `whiten="tokens"`, the kept positions are the population of the whitening)
     group
-        int G (rows g*G .. g*G+G-1 share a prompt) or an integer array [B] of prompt ids (any order, any
-        size; a group of one row contributes z = 0 in every component)
+        int G (rows g*G .. g*G+G-1 share a prompt) or an integer array [B] of prompt ids (any order,
+        any size; a group of one row contributes z = 0 in every component)
     reward_weights
         None (every weight 1) or [K] floating weights w_k (may be traced)
     eps
         added to each component's group standard deviation (ddof=1); >= 0
     whiten
-        "rows": mean and Bessel variance over every row of every shard (TRL, NeMo-RL); "tokens": over every
-        kept token of every shard (verl)
+        "rows": mean and Bessel variance over every row of every shard (TRL, NeMo-RL); "tokens":
+        over every kept token of every shard (verl)
     axis_name
         the data-parallel axis whose shards together form the batch of the whitening, or None
 
@@ -138,7 +151,8 @@ def batch_std_advantage(rewards, group, eps: float = BATCH_STD_EPS, axis_name=No
     eps
         added to the batch standard deviation (ddof=1); >= 0 (TRL's 1e-4 by default)
     axis_name
-        the data-parallel axis whose shards together form the batch of the standard deviation, or None
+        the data-parallel axis whose shards together form the batch of the standard deviation, or
+        None
 
     Returns
     -------
@@ -154,11 +168,21 @@ def batch_std_advantage(rewards, group, eps: float = BATCH_STD_EPS, axis_name=No
     x, group, dtype = as_groups(fn, rewards, group)
     n, _, sq = _batch_moments(x, axis_name)
     std = _safe_sqrt(sq / jnp.maximum(n - 1, 1))
-    return _divide(centre_by_group(x, groups_of(group)), std + jnp.asarray(eps, x.dtype)).astype(dtype)
+    return _divide(centre_by_group(x, groups_of(group)), std + jnp.asarray(eps, x.dtype)).astype(
+        dtype
+    )
 
 # %% ../../nbs/02f_reward_scaling.ipynb #dbc90c5e
-def level_normalize(rewards, group, mean_level="batch", std_level="batch", mean_leave1out: bool = False,
-                    std_unbiased: bool = True, eps: float = NORM_EPS, axis_name=None) -> jax.Array:
+def level_normalize(
+    rewards,
+    group,
+    mean_level="batch",
+    std_level="batch",
+    mean_leave1out: bool = False,
+    std_unbiased: bool = True,
+    eps: float = NORM_EPS,
+    axis_name=None,
+) -> jax.Array:
     """AReaL's reward normalisation: a mean and a standard deviation at independent levels (batch, group, none).
 
     Parameters
@@ -170,7 +194,8 @@ def level_normalize(rewards, group, mean_level="batch", std_level="batch", mean_
     mean_level
         "batch", "group" or "none" (or None): the mean subtracted
     std_level
-        "batch", "group" or "none" (or None): the scale, the root mean square of the centred rewards over it
+        "batch", "group" or "none" (or None): the scale, the root mean square of the centred rewards
+        over it
     mean_leave1out
         subtract the mean of the other rows of the level instead (a level of one row: 0)
     std_unbiased
@@ -186,7 +211,9 @@ def level_normalize(rewards, group, mean_level="batch", std_level="batch", mean_
         [B] normalised rewards in the rewards' dtype; 0 for a row whose scale has too few values
     """
     fn = "level_normalize"
-    mean_level = check_choice(fn, "mean_level", "none" if mean_level is None else mean_level, _LEVELS)
+    mean_level = check_choice(
+        fn, "mean_level", "none" if mean_level is None else mean_level, _LEVELS
+    )
     std_level = check_choice(fn, "std_level", "none" if std_level is None else std_level, _LEVELS)
     check_flag(fn, "mean_leave1out", mean_leave1out)
     check_flag(fn, "std_unbiased", std_unbiased)
@@ -217,42 +244,9 @@ def level_normalize(rewards, group, mean_level="batch", std_level="batch", mean_
     return jnp.where(count - ddof < 1, 0, _divide(c, std + jnp.asarray(eps, x.dtype))).astype(dtype)
 
 # %% ../../nbs/02f_reward_scaling.ipynb #311b2114
-def _second_member(g, B, lead):
-    "The lowest row index of each row's group other than the group's first row (the first row for a group of one)."
-    if g.size is not None:
-        return jnp.minimum(lead + 1, lead + g.size - 1)
-    rows = jnp.arange(B, dtype=jnp.int32)
-    second = jax.ops.segment_min(jnp.where(rows == lead, B, rows), g.index, num_segments=B)[g.index]
-    return jnp.where(second >= B, lead, second)
-
-
-def _segmented_cumsum(x, start):
-    "Running sums of `x` [B] that restart wherever `start` is True (an associative scan: additions only)."
-    def combine(a, b):
-        return a[0] | b[0], jnp.where(b[0], b[1], a[1] + b[1])
-    return jax.lax.associative_scan(combine, (start, x))[1]
-
-
-def _others_sum(f, g, B):
-    """Each row's sum of `f` [B] over the *other* rows of its group, by additions only (prefix plus suffix sums).
-
-    `group_sum(f) - f` would cancel: where one row dominates its group, its square swamps the others' in float32."""
-    zero = jnp.zeros_like(f[:1])
-    if g.size is not None:
-        x = f.reshape(-1, g.size)
-        before = jnp.concatenate([jnp.zeros_like(x[:, :1]), jnp.cumsum(x, axis=1)[:, :-1]], axis=1)
-        after = jnp.concatenate([jnp.flip(jnp.cumsum(jnp.flip(x, 1), axis=1), 1)[:, 1:], jnp.zeros_like(x[:, :1])], axis=1)
-        return (before + after).reshape(B)
-    order = jnp.argsort(g.index, stable=True)  # the rows of a group next to each other
-    ids, x = g.index[order], f[order]
-    edge = ids[1:] != ids[:-1]
-    start, end = jnp.concatenate([jnp.ones((1,), bool), edge]), jnp.concatenate([edge, jnp.ones((1,), bool)])
-    before = jnp.where(start, 0, jnp.concatenate([zero, _segmented_cumsum(x, start)[:-1]]))
-    after = jnp.where(end, 0, jnp.concatenate([jnp.flip(_segmented_cumsum(jnp.flip(x), jnp.flip(end)))[1:], zero]))
-    return jnp.zeros_like(f).at[order].set(before + after)
-
-
-def leave_one_out_advantage(rewards, group, normalize_rewards: bool = True, eps: float = GROUP_EPS) -> jax.Array:
+def leave_one_out_advantage(
+    rewards, group, normalize_rewards: bool = True, eps: float = GROUP_EPS
+) -> jax.Array:
     """NeMo-RL's GRPO advantage: minus the mean of the other rows, over their standard deviation when it is non-zero.
 
     Parameters
@@ -260,10 +254,12 @@ def leave_one_out_advantage(rewards, group, normalize_rewards: bool = True, eps:
     rewards
         [B] floating
     group
-        int G >= 2, or an integer array [B] of prompt ids (any order, any size; a group of one row gets 0)
+        int G >= 2, or an integer array [B] of prompt ids (any order, any size; a group of one row
+        gets 0)
     normalize_rewards
-        divide by the standard deviation (ddof=1) of the other rows of the group where it is > 0; a row with
-        one other row, or whose others are all equal, is not rescaled (NeMo-RL's `normalize_rewards`)
+        divide by the standard deviation (ddof=1) of the other rows of the group where it is > 0; a
+        row with one other row, or whose others are all equal, is not rescaled (NeMo-RL's
+        `normalize_rewards`)
     eps
         added to that standard deviation; >= 0
 
@@ -279,12 +275,16 @@ def leave_one_out_advantage(rewards, group, normalize_rewards: bool = True, eps:
     fn = "leave_one_out_advantage"
     check_flag(fn, "normalize_rewards", normalize_rewards)
     eps = check_number(fn, "eps", eps, lambda e: e >= 0, "a number >= 0")
-    x, group, dtype = as_groups(fn, rewards, group, min_group=2, why=" (a leave-one-out baseline needs two members)")
+    x, group, dtype = as_groups(
+        fn, rewards, group, min_group=2, why=" (a leave-one-out baseline needs two members)"
+    )
     g = groups_of(group)
     B = x.shape[0]
     n = group_size(g, B)
     lead = group_leader(g, B)
-    shifted = []  # (d, sum and sum of squares of the others' d) with the group shifted by its first, and second, row
+    # (d, sum and sum of squares of the others' d) with the group shifted by its first, and second,
+    # row
+    shifted = []
     for ref in (lead, _second_member(g, B, lead)):
         d = x - x[ref]
         shifted.append((d, _others_sum(d, g, B), _others_sum(d * d, g, B)))
@@ -295,8 +295,56 @@ def leave_one_out_advantage(rewards, group, normalize_rewards: bool = True, eps:
     if normalize_rewards:
         ss = jnp.maximum(rest_sq - rest * rest / others, 0)
         std = jnp.where(n > 2, _safe_sqrt(ss / jnp.maximum(n - 2, 1).astype(x.dtype)), 0)
-        adv = jnp.where(std > 0, adv / (jnp.where(std > 0, std, 1) + jnp.asarray(eps, x.dtype)), adv)
+        adv = jnp.where(
+            std > 0, adv / (jnp.where(std > 0, std, 1) + jnp.asarray(eps, x.dtype)), adv
+        )
     return adv.astype(dtype)
+
+
+def _second_member(g, B, lead):
+    """The lowest row index of each row's group other than the group's first row (the first row for
+    a group of one)."""
+    if g.size is not None:
+        return jnp.minimum(lead + 1, lead + g.size - 1)
+    rows = jnp.arange(B, dtype=jnp.int32)
+    second = jax.ops.segment_min(jnp.where(rows == lead, B, rows), g.index, num_segments=B)[g.index]
+    return jnp.where(second >= B, lead, second)
+
+
+def _segmented_cumsum(x, start):
+    """Running sums of `x` [B] that restart wherever `start` is True (an associative scan: additions
+    only)."""
+    def combine(a, b):
+        return a[0] | b[0], jnp.where(b[0], b[1], a[1] + b[1])
+    return jax.lax.associative_scan(combine, (start, x))[1]
+
+
+def _others_sum(f, g, B):
+    """Each row's sum of `f` [B] over the *other* rows of its group, by additions only (prefix plus suffix sums).
+
+    `group_sum(f) - f` would cancel: where one row dominates its group, its square swamps the
+    others' in float32.
+    """
+    zero = jnp.zeros_like(f[:1])
+    if g.size is not None:
+        x = f.reshape(-1, g.size)
+        before = jnp.concatenate([jnp.zeros_like(x[:, :1]), jnp.cumsum(x, axis=1)[:, :-1]], axis=1)
+        after = jnp.concatenate(
+            [jnp.flip(jnp.cumsum(jnp.flip(x, 1), axis=1), 1)[:, 1:], jnp.zeros_like(x[:, :1])],
+            axis=1,
+        )
+        return (before + after).reshape(B)
+    order = jnp.argsort(g.index, stable=True)  # the rows of a group next to each other
+    ids, x = g.index[order], f[order]
+    edge = ids[1:] != ids[:-1]
+    start, end = jnp.concatenate([jnp.ones((1,), bool), edge]), jnp.concatenate(
+        [edge, jnp.ones((1,), bool)]
+    )
+    before = jnp.where(start, 0, jnp.concatenate([zero, _segmented_cumsum(x, start)[:-1]]))
+    after = jnp.where(
+        end, 0, jnp.concatenate([jnp.flip(_segmented_cumsum(jnp.flip(x), jnp.flip(end)))[1:], zero])
+    )
+    return jnp.zeros_like(f).at[order].set(before + after)
 
 # %% ../../nbs/02f_reward_scaling.ipynb #573b857c
 def opo_advantage(rewards, mask, group) -> jax.Array:
@@ -328,12 +376,18 @@ def opo_advantage(rewards, mask, group) -> jax.Array:
     length = count_kept(keep, axis=-1).astype(x.dtype)
     d = x - x[group_leader(g, B)]  # exact zeros for equal rewards
     weight = group_sum(length, g)
-    adv = jnp.where(weight > 0, d - _divide(group_sum(length * d, g), weight), centre_by_group(x, g))
+    adv = jnp.where(
+        weight > 0, d - _divide(group_sum(length * d, g), weight), centre_by_group(x, g)
+    )
     return jnp.where(keep, adv[:, None], 0).astype(dtype)
 
 # %% ../../nbs/02f_reward_scaling.ipynb #b4db60f1
-def passk_advantage(rewards, group, normalise_by_std: bool = True, eps: float = GROUP_EPS) -> jax.Array:
-    """verl's Pass@k advantage: the group's unique best row gets (best - second best) / (std + eps), every other row 0.
+def passk_advantage(
+    rewards, group, normalise_by_std: bool = True, eps: float = GROUP_EPS
+) -> jax.Array:
+    """verl's Pass@k advantage: only the group's unique best row gets a non-zero advantage.
+
+    That row gets (best - second best) / (std + eps), every other row 0.
 
     Parameters
     ----------
@@ -342,7 +396,8 @@ def passk_advantage(rewards, group, normalise_by_std: bool = True, eps: float = 
     group
         int G >= 2 or an integer array [B] of prompt ids (a group of one row gets 0)
     normalise_by_std
-        divide the gap by the group standard deviation (ddof=1) plus eps (verl's `norm_adv_by_std_in_grpo`)
+        divide the gap by the group standard deviation (ddof=1) plus eps (verl's
+        `norm_adv_by_std_in_grpo`)
     eps
         added to the group standard deviation; >= 0
 
@@ -358,12 +413,15 @@ def passk_advantage(rewards, group, normalise_by_std: bool = True, eps: float = 
     fn = "passk_advantage"
     check_flag(fn, "normalise_by_std", normalise_by_std)
     eps = check_number(fn, "eps", eps, lambda e: e >= 0, "a number >= 0")
-    x, group, dtype = as_groups(fn, rewards, group, min_group=2, why=" (the best row is scored against the second best)")
+    x, group, dtype = as_groups(
+        fn, rewards, group, min_group=2, why=" (the best row is scored against the second best)"
+    )
     g = groups_of(group)
     B = x.shape[0]
     n = group_size(g, B)
     best = x == _group_max(x, g, B)
-    unique = best & (group_sum(best.astype(jnp.int32), g) == 1) & (n > 1)  # a group of one has no second best
+    # a group of one has no second best
+    unique = best & (group_sum(best.astype(jnp.int32), g) == 1) & (n > 1)
     second = _group_max(jnp.where(best, -jnp.inf, x), g, B)
     gap = jnp.where(unique, x - jnp.where(unique, second, x), 0)  # no -inf reaches arithmetic
     if normalise_by_std:
@@ -392,14 +450,17 @@ def gpg_advantage(rewards, group, f_norm: float = 1.0, axis_name=None) -> jax.Ar
 
     Source
     ------
-    Chu et al., GPG: A Simple and Strong Reinforcement Learning Baseline for Model Reasoning, arXiv:2504.02546.
+    Chu et al., GPG: A Simple and Strong Reinforcement Learning Baseline for Model Reasoning,
+    arXiv:2504.02546.
     """
     fn = "gpg_advantage"
     f_norm = check_number(fn, "f_norm", f_norm, lambda v: v > 0, "a positive number")
     x, group, dtype = as_groups(fn, rewards, group)
     rows, nonzero = sum_over(axis_name, jnp.asarray(x.shape[0], jnp.int32), count_kept(x != 0))
     alpha = rows.astype(x.dtype) / jnp.maximum(nonzero, 1).astype(x.dtype)
-    return (alpha * centre_by_group(x, groups_of(group)) / jnp.asarray(f_norm, x.dtype)).astype(dtype)
+    return (alpha * centre_by_group(x, groups_of(group)) / jnp.asarray(f_norm, x.dtype)).astype(
+        dtype
+    )
 
 # %% ../../nbs/02f_reward_scaling.ipynb #bf07e5b3
 def remax_advantage(token_rewards, reward_baselines, mask) -> tuple[jax.Array, jax.Array]:
@@ -408,18 +469,19 @@ def remax_advantage(token_rewards, reward_baselines, mask) -> tuple[jax.Array, j
     Parameters
     ----------
     token_rewards
-        [B, T] floating per-token rewards (the outcome reward on the last kept token, any shaping added);
-        read only where `mask` keeps
+        [B, T] floating per-token rewards (the outcome reward on the last kept token, any shaping
+        added); read only where `mask` keeps
     reward_baselines
-        [B] floating: the reward of the greedy completion of each row's prompt (verl's `reward_baselines`)
+        [B] floating: the reward of the greedy completion of each row's prompt (verl's
+        `reward_baselines`)
     mask
         [B, T] 0/1 loss mask
 
     Returns
     -------
     tuple[jax.Array, jax.Array]
-        (advantages, returns), each [B, T] and 0 outside the mask: m * (G_t - b) and m * G_t, G_t the sum of
-        the kept rewards at positions >= t
+        (advantages, returns), each [B, T] and 0 outside the mask: m * (G_t - b) and m * G_t, G_t
+        the sum of the kept rewards at positions >= t
 
     Source
     ------

@@ -8,8 +8,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._checks import (as_float, as_groups, as_mask, check_flag, check_number, check_rank, check_same_shape,
-                            stat_dtype)
+from .._checks import (as_float, as_groups, as_mask, check_flag, check_number, check_rank,
+                            check_same_shape, stat_dtype)
 from .._ops import count_kept, group_size, group_sum, groups_of
 from .gae import _gae_scan, _whitened
 
@@ -40,12 +40,18 @@ def length_adaptive_lambda(mask, length_adaptive_alpha) -> jax.Array:
     mask = jnp.asarray(mask)
     check_rank(fn, "mask", mask, 2)
     keep = as_mask(fn, mask, mask.shape)
-    alpha = check_number(fn, "length_adaptive_alpha", length_adaptive_alpha, lambda v: v > 0, "a positive number")
+    alpha = check_number(
+        fn, "length_adaptive_alpha", length_adaptive_alpha, lambda v: v > 0, "a positive number"
+    )
     length = count_kept(keep, axis=-1).astype(jnp.float32)
-    return jnp.clip(1.0 - 1.0 / jnp.maximum(jnp.asarray(alpha, jnp.float32) * length, 1.0), 0.0, 1.0)
+    return jnp.clip(
+        1.0 - 1.0 / jnp.maximum(jnp.asarray(alpha, jnp.float32) * length, 1.0), 0.0, 1.0
+    )
 
 
-def decoupled_gae(token_rewards, values, mask, gamma, lam_policy, lam_value) -> tuple[jax.Array, jax.Array]:
+def decoupled_gae(
+    token_rewards, values, mask, gamma, lam_policy, lam_value
+) -> tuple[jax.Array, jax.Array]:
     """GAE with one λ for the policy's advantages and another for the critic's returns (VAPO).
 
     Parameters
@@ -62,7 +68,8 @@ def decoupled_gae(token_rewards, values, mask, gamma, lam_policy, lam_value) -> 
         λ of the advantages: a number in [0, 1] (may be traced) or a [B] array, one per row
         (`length_adaptive_lambda`); NeMo-RL's `gae_lambda_policy`
     lam_value
-        λ of the returns, a number in [0, 1] (may be traced); NeMo-RL's `gae_lambda_value` (VAPO: 1.0)
+        λ of the returns, a number in [0, 1] (may be traced); NeMo-RL's `gae_lambda_value` (VAPO:
+        1.0)
 
     Returns
     -------
@@ -81,38 +88,40 @@ def decoupled_gae(token_rewards, values, mask, gamma, lam_policy, lam_value) -> 
     return advantages, (value_adv + jax.lax.stop_gradient(v).astype(ct)).astype(out)
 
 # %% ../../nbs/02g_token_baselines.ipynb #5c322a8c
-OTB_EPS = 1e-8  # verl 0.9.1 `compute_optimal_token_baseline_advantage`: added to the group's sum of weights
+# verl 0.9.1 `compute_optimal_token_baseline_advantage`: added to the group's sum of weights
+OTB_EPS = 1e-8
 
 
-def _group_first_valid(valid, g, B):
-    "At each position, the lowest row index of the row's group that is valid there (B where none is), [B, T] int32."
-    rows = jnp.broadcast_to(jnp.arange(B, dtype=jnp.int32)[:, None], valid.shape)
-    cand = jnp.where(valid, rows, B)
-    if g.size is not None:
-        m = cand.reshape((-1, g.size) + valid.shape[1:]).min(axis=1, keepdims=True)
-        return jnp.broadcast_to(m, (B // g.size, g.size) + valid.shape[1:]).reshape(valid.shape)
-    return jax.ops.segment_min(cand, g.index, num_segments=B)[g.index]
-
-
-def optimal_token_baseline_advantage(token_rewards, mask, old_log_probs, sum_pi_squared, group,
-                                     rollout_is_weights=None, handle_zero_tail: bool = True,
-                                     epsilon: float = OTB_EPS, multi_turn: bool = False) -> tuple[jax.Array, jax.Array]:
+def optimal_token_baseline_advantage(
+    token_rewards,
+    mask,
+    old_log_probs,
+    sum_pi_squared,
+    group,
+    rollout_is_weights=None,
+    handle_zero_tail: bool = True,
+    epsilon: float = OTB_EPS,
+    multi_turn: bool = False,
+) -> tuple[jax.Array, jax.Array]:
     """The optimal token baseline: reward-to-go minus the group's W-weighted reward-to-go at each position.
 
     Parameters
     ----------
     token_rewards
-        [B, T] floating per-token rewards (the outcome reward on the last kept token); read where `mask` keeps
+        [B, T] floating per-token rewards (the outcome reward on the last kept token); read where
+        `mask` keeps
     mask
         [B, T] 0/1 loss mask
     old_log_probs
-        [B, T] floating log pi_old(y_t): pi_t = exp of it enters the weight 1 - 2 pi_t + sum_pi_squared
+        [B, T] floating log pi_old(y_t): pi_t = exp of it enters the weight 1 - 2 pi_t +
+        sum_pi_squared
     sum_pi_squared
         [B, T] floating sum_v pi_old(v)^2 at each position (verl's `sum_pi_squared`)
     group
         int G or an integer array [B] of prompt ids (a group of one row gets 0)
     rollout_is_weights
-        None, or [B, T] floating truncated importance weights rho_t; each weight term is multiplied by rho_t^2
+        None, or [B, T] floating truncated importance weights rho_t; each weight term is multiplied
+        by rho_t^2
     handle_zero_tail
         where one row of the group is valid at a position, its baseline is 0 (verl's default True)
     epsilon
@@ -149,8 +158,10 @@ def optimal_token_baseline_advantage(token_rewards, mask, old_log_probs, sum_pi_
     ct = stat_dtype(out)
     _, group, _ = as_groups(fn, jnp.zeros((B,), ct), group)
     g = groups_of(group)
-    rk, lp, s2, *rho = (jnp.where(keep, jax.lax.stop_gradient(a).astype(ct), 0) for a in arrays)  # select first
-    returns = jnp.flip(jnp.cumsum(jnp.flip(rk, -1), -1), -1)  # the reward-to-go over the kept positions
+    # select first
+    rk, lp, s2, *rho = (jnp.where(keep, jax.lax.stop_gradient(a).astype(ct), 0) for a in arrays)
+    # the reward-to-go over the kept positions
+    returns = jnp.flip(jnp.cumsum(jnp.flip(rk, -1), -1), -1)
     w = 1 - 2 * jnp.exp(lp) + s2  # the squared norm of the softmax score at each position
     if rho:
         w = w * rho[0] ** 2
@@ -163,14 +174,28 @@ def optimal_token_baseline_advantage(token_rewards, mask, old_log_probs, sum_pi_
     else:
         returns_k = returns
     first = _group_first_valid(valid, g, B)
-    d = jnp.where(valid, returns_k - jnp.take_along_axis(returns_k, jnp.minimum(first, B - 1), axis=0), 0)
+    d = jnp.where(
+        valid, returns_k - jnp.take_along_axis(returns_k, jnp.minimum(first, B - 1), axis=0), 0
+    )
     Wv = jnp.where(valid, W, 0)
     adv = d - group_sum(Wv * d, g) / (group_sum(Wv, g) + jnp.asarray(epsilon, ct))
     several = group_size(g, B)[:, None] > 1
     if handle_zero_tail:
         alone = group_sum(valid.astype(jnp.int32), g) == 1
-        adv = jnp.where(alone, returns_k, adv)  # the baseline is 0 where one row of the group is left
+        # the baseline is 0 where one row of the group is left
+        adv = jnp.where(alone, returns_k, adv)
     adv = jnp.where(valid & several, adv, 0)
     if multi_turn:
         adv = jnp.put_along_axis(jnp.zeros_like(adv), order, adv, axis=-1, inplace=False)
     return adv.astype(out), jnp.where(keep, returns, 0).astype(out)
+
+
+def _group_first_valid(valid, g, B):
+    """At each position, the lowest row index of the row's group that is valid there (B where none
+    is), [B, T] int32."""
+    rows = jnp.broadcast_to(jnp.arange(B, dtype=jnp.int32)[:, None], valid.shape)
+    cand = jnp.where(valid, rows, B)
+    if g.size is not None:
+        m = cand.reshape((-1, g.size) + valid.shape[1:]).min(axis=1, keepdims=True)
+        return jnp.broadcast_to(m, (B // g.size, g.size) + valid.shape[1:]).reshape(valid.shape)
+    return jax.ops.segment_min(cand, g.index, num_segments=B)[g.index]

@@ -18,8 +18,41 @@ __all__ = ['masked_quantile', 'top_entropy_mask', 'EntropyControl', 'entropy_con
            'entropy_control_update']
 
 # %% ../../nbs/03k_entropy.ipynb #b45087dd
+def masked_quantile(x, mask, q, axis_name=None) -> jax.Array:
+    """The q-quantile of the kept values of `x` (of every shard along `axis_name`).
+
+    Linear interpolation, as torch.quantile.
+
+    Parameters
+    ----------
+    x
+        floating values, any shape (e.g. [B, T] entropies); positions outside `mask` are never read
+    mask
+        0/1 (bool, int or float), the shape of `x`
+    q
+        the level, a number in [0, 1] (a host number or a traced scalar)
+    axis_name
+        the mapped (data-parallel) axis whose shards together form the population; None: this array
+        alone
+
+    Returns
+    -------
+    jax.Array
+        scalar in the caller's floating dtype: `torch.quantile(x[mask], q)` computed in float32
+        (float64 for float64 inputs), exactly, without gathering; 0 when no position is kept
+        anywhere. Not differentiated.
+    """
+    fn = "masked_quantile"
+    x = as_float(fn, "x", x)
+    keep = as_mask(fn, mask, x.shape)
+    q = check_number(fn, "q", q, lambda v: 0.0 <= v <= 1.0, "a number in [0, 1]")
+    value, _ = _quantile(fn, x, keep, q, axis_name)
+    return value.astype(x.dtype)
+
+
 def _keys(x, keep, ct):
-    "Unsigned integer keys whose order is the order of the floats `x` (kept positions; others are keys of 0)."
+    """Unsigned integer keys whose order is the order of the floats `x` (kept positions; others are
+    keys of 0)."""
     nbits = jnp.finfo(ct).bits
     ut = jnp.dtype(f"uint{nbits}")
     sign = jnp.array(1 << (nbits - 1), ut)
@@ -33,13 +66,15 @@ def _from_keys(key, ut, nbits, ct):
 
 
 def _order_statistics(keys, keep, ks, axis_name, ut, nbits):
-    "The `ks`-th smallest kept keys (0-based, int32 [2]) over every shard: one bit per round, a psum of counts."
+    """The `ks`-th smallest kept keys (0-based, int32 [2]) over every shard: one bit per round, a
+    psum of counts."""
     flat, kept = keys.reshape(-1), keep.reshape(-1)
     one = jnp.array(1, ut)
 
     def round_(i, prefix):
         bit = one << (nbits - 1 - i).astype(ut)
-        candidate = prefix | (bit - one)  # the largest key with the bits fixed so far and a 0 at this bit
+        # the largest key with the bits fixed so far and a 0 at this bit
+        candidate = prefix | (bit - one)
         below = ((flat[None, :] <= candidate[:, None]) & kept[None, :]).sum(axis=1, dtype=jnp.int32)
         (below,) = sum_over(axis_name, below)
         return jnp.where(below > ks, prefix, prefix | bit)
@@ -48,7 +83,8 @@ def _order_statistics(keys, keep, ks, axis_name, ut, nbits):
 
 
 def _quantile(fn: str, x, keep, q, axis_name):
-    "(Q_q in the statistics dtype, the global count n): torch.quantile's linear rule over the kept values."
+    """(Q_q in the statistics dtype, the global count n): torch.quantile's linear rule over the kept
+    values."""
     ct = stat_dtype(x.dtype)
     xc = jax.lax.stop_gradient(jnp.where(keep, x, 0).astype(ct))
     (n,) = sum_over(axis_name, count_kept(keep))
@@ -56,15 +92,23 @@ def _quantile(fn: str, x, keep, q, axis_name):
     below, above = jnp.floor(rank), jnp.ceil(rank)
     w = rank - below
     keys, ut, nbits = _keys(xc, keep, ct)
-    v = _from_keys(_order_statistics(keys, keep, jnp.stack([below, above]).astype(jnp.int32), axis_name, ut, nbits),
-                   ut, nbits, ct)
+    v = _from_keys(
+        _order_statistics(
+            keys, keep, jnp.stack([below, above]).astype(jnp.int32), axis_name, ut, nbits
+        ),
+        ut,
+        nbits,
+        ct,
+    )
     d = v[1] - v[0]
-    value = jnp.where(w < 0.5, _fma(w, d, v[0]), _fma(w - 1, d, v[1]))  # torch's lerp: from the nearer end, fused
+    # torch's lerp: from the nearer end, fused
+    value = jnp.where(w < 0.5, _fma(w, d, v[0]), _fma(w - 1, d, v[1]))
     return jnp.where(n > 0, value, jnp.zeros((), ct)), n
 
 
 def _fma(a, b, c):
-    "round(a * b + c) once, as a fused multiply-add, from error-free transformations (Dekker's product, Knuth's sum)."
+    """round(a * b + c) once, as a fused multiply-add, from error-free transformations (Dekker's
+    product, Knuth's sum)."""
     split = jnp.asarray(2.0 ** -(-jnp.finfo(a.dtype).nmant // 2) + 1, a.dtype)  # 4097 for float32
 
     def halves(x):
@@ -80,37 +124,13 @@ def _fma(a, b, c):
     fused = s + (t + e)
     return jnp.where(jnp.isfinite(fused), fused, s)
 
-
-def masked_quantile(x, mask, q, axis_name=None) -> jax.Array:
-    """The q-quantile of the kept values of `x` (of every shard along `axis_name`), linear interpolation as torch.quantile.
-
-    Parameters
-    ----------
-    x
-        floating values, any shape (e.g. [B, T] entropies); positions outside `mask` are never read
-    mask
-        0/1 (bool, int or float), the shape of `x`
-    q
-        the level, a number in [0, 1] (a host number or a traced scalar)
-    axis_name
-        the mapped (data-parallel) axis whose shards together form the population; None: this array alone
-
-    Returns
-    -------
-    jax.Array
-        scalar in the caller's floating dtype: `torch.quantile(x[mask], q)` computed in float32 (float64 for
-        float64 inputs), exactly, without gathering; 0 when no position is kept anywhere. Not differentiated.
-    """
-    fn = "masked_quantile"
-    x = as_float(fn, "x", x)
-    keep = as_mask(fn, mask, x.shape)
-    q = check_number(fn, "q", q, lambda v: 0.0 <= v <= 1.0, "a number in [0, 1]")
-    value, _ = _quantile(fn, x, keep, q, axis_name)
-    return value.astype(x.dtype)
-
 # %% ../../nbs/03k_entropy.ipynb #342e9c49
-def top_entropy_mask(entropy, mask, top_entropy_quantile, axis_name=None) -> tuple[jax.Array, jax.Array]:
-    """Keep the tokens whose entropy is at or above the (1 - rho) quantile of every valid token (TRL's `top_entropy_quantile`).
+def top_entropy_mask(
+    entropy, mask, top_entropy_quantile, axis_name=None
+) -> tuple[jax.Array, jax.Array]:
+    """Keep the tokens whose entropy is at or above the (1 - rho) quantile of every valid token.
+
+    TRL's `top_entropy_quantile`.
 
     Parameters
     ----------
@@ -119,23 +139,30 @@ def top_entropy_mask(entropy, mask, top_entropy_quantile, axis_name=None) -> tup
     mask
         0/1, the shape of `entropy`: the valid (loss) tokens
     top_entropy_quantile
-        rho in [0, 1], the fraction kept (0.2 in the paper; 1.0 keeps every valid token); a host number or a
-        traced scalar
+        rho in [0, 1], the fraction kept (0.2 in the paper; 1.0 keeps every valid token); a host
+        number or a traced scalar
     axis_name
         the mapped (data-parallel) axis: the quantile is taken over the valid tokens of every shard
 
     Returns
     -------
     tuple
-        (keep, threshold): `keep` boolean, the shape of `entropy`, True where `mask` is and entropy >= threshold
-        (all False when no token is valid anywhere); `threshold` the float32 (float64) scalar
-        `torch.quantile(valid entropies, 1 - rho)`, 0 when no token is valid
+        (keep, threshold): `keep` boolean, the shape of `entropy`, True where `mask` is and entropy
+        >= threshold (all False when no token is valid anywhere); `threshold` the float32 (float64)
+        scalar `torch.quantile(valid entropies, 1 - rho)`, 0 when no token is valid
     """
     fn = "top_entropy_mask"
     entropy = as_float(fn, "entropy", entropy)
     keep = as_mask(fn, mask, entropy.shape, like="entropy")
-    rho = check_number(fn, "top_entropy_quantile", top_entropy_quantile, lambda v: 0.0 <= v <= 1.0, "a number in [0, 1]")
-    q = 1.0 - rho  # a host number: in double precision, then rounded to float32, as TRL and torch do
+    rho = check_number(
+        fn,
+        "top_entropy_quantile",
+        top_entropy_quantile,
+        lambda v: 0.0 <= v <= 1.0,
+        "a number in [0, 1]",
+    )
+    # a host number: in double precision, then rounded to float32, as TRL and torch do
+    q = 1.0 - rho
     threshold, n = _quantile(fn, entropy, keep, q, axis_name)
     ct = threshold.dtype
     above = jnp.where(keep, entropy, jnp.zeros((), entropy.dtype)).astype(ct) >= threshold
@@ -143,9 +170,11 @@ def top_entropy_mask(entropy, mask, top_entropy_quantile, axis_name=None) -> tup
 
 # %% ../../nbs/03k_entropy.ipynb #7745be13
 class EntropyControl(NamedTuple):
-    "The state of the adaptive entropy coefficient (TRL's `entropy_coef` and `_last_world_entropy`)."
+    """The state of the adaptive entropy coefficient (TRL's `entropy_coef` and
+    `_last_world_entropy`)."""
     entropy_coef: jax.Array  # float32 scalar: the coefficient c, updated once per optimizer step
-    last_entropy: jax.Array  # float32 scalar: the window entropy of the last step; +inf before the first
+    # float32 scalar: the window entropy of the last step; +inf before the first
+    last_entropy: jax.Array
 
 
 def entropy_control_init(entropy_coef) -> EntropyControl:
@@ -161,7 +190,9 @@ def entropy_control_init(entropy_coef) -> EntropyControl:
     EntropyControl
         (entropy_coef, last_entropy=+inf), float32 scalars
     """
-    c = check_number("entropy_control_init", "entropy_coef", entropy_coef, lambda v: v >= 0, "a number >= 0")
+    c = check_number(
+        "entropy_control_init", "entropy_coef", entropy_coef, lambda v: v >= 0, "a number >= 0"
+    )
     return EntropyControl(jnp.asarray(c, jnp.float32), jnp.asarray(jnp.inf, jnp.float32))
 
 
@@ -181,26 +212,41 @@ def entropy_bonus_coef(state: EntropyControl, entropy_target) -> jax.Array:
         float32 scalar a: the loss adds -a * mean entropy (over the tokens the bonus acts on)
     """
     _check_state("entropy_bonus_coef", state)
-    target = check_number("entropy_bonus_coef", "entropy_target", entropy_target, lambda v: True, "a real number")
+    target = check_number(
+        "entropy_bonus_coef", "entropy_target", entropy_target, lambda v: True, "a real number"
+    )
     return jnp.where(state.last_entropy <= target, state.entropy_coef, jnp.zeros((), jnp.float32))
 
 
 def _check_state(fn: str, state):
     if not isinstance(state, EntropyControl):
-        raise ValueError(f"{fn}: `state` must be the EntropyControl that `entropy_control_init` returns; "
-                         f"got {type(state).__name__}")
+        raise ValueError(
+            f"{fn}: `state` must be the EntropyControl that `entropy_control_init` returns; "
+            f"got {type(state).__name__}"
+        )
 
 
-def entropy_control_update(state: EntropyControl, entropy_sum, token_count, entropy_target=0.2, entropy_coef_delta=0.005,
-                           entropy_coef_min=0.0, entropy_coef_max=1.0, axis_name=None) -> EntropyControl:
-    """The state after one optimizer step: c + delta (capped at max) if the window entropy <= target, else c - delta (floored).
+def entropy_control_update(
+    state: EntropyControl,
+    entropy_sum,
+    token_count,
+    entropy_target=0.2,
+    entropy_coef_delta=0.005,
+    entropy_coef_min=0.0,
+    entropy_coef_max=1.0,
+    axis_name=None,
+) -> EntropyControl:
+    """The state after one optimizer step.
+
+    c + delta (capped at max) if the window entropy <= target, else c - delta (floored).
 
     Parameters
     ----------
     state
         the `EntropyControl` at the start of the step
     entropy_sum
-        scalar: sum of the entropy over the tokens the bonus acted on, over every micro-batch of the step on this shard
+        scalar: sum of the entropy over the tokens the bonus acted on, over every micro-batch of the
+        step on this shard
     token_count
         scalar: the number of those tokens (integer or float)
     entropy_target
@@ -217,12 +263,15 @@ def entropy_control_update(state: EntropyControl, entropy_sum, token_count, entr
     Returns
     -------
     EntropyControl
-        the next state: the new coefficient and `last_entropy` = sum / max(count, 1) over every shard
+        the next state: the new coefficient and `last_entropy` = sum / max(count, 1) over every
+        shard
     """
     fn = "entropy_control_update"
     _check_state(fn, state)
     target = check_number(fn, "entropy_target", entropy_target, lambda v: True, "a real number")
-    delta = check_number(fn, "entropy_coef_delta", entropy_coef_delta, lambda v: v >= 0, "a number >= 0")
+    delta = check_number(
+        fn, "entropy_coef_delta", entropy_coef_delta, lambda v: v >= 0, "a number >= 0"
+    )
     lo = check_number(fn, "entropy_coef_min", entropy_coef_min, lambda v: True, "a real number")
     hi = check_number(fn, "entropy_coef_max", entropy_coef_max, lambda v: True, "a real number")
     if isinstance(lo, float) and isinstance(hi, float) and lo > hi:
@@ -237,4 +286,6 @@ def entropy_control_update(state: EntropyControl, entropy_sum, token_count, entr
     c = state.entropy_coef
     up = jnp.minimum(c + delta, hi)
     down = jnp.maximum(c - delta, lo)
-    return EntropyControl(jnp.where(entropy <= target, up, down).astype(jnp.float32), entropy.astype(jnp.float32))
+    return EntropyControl(
+        jnp.where(entropy <= target, up, down).astype(jnp.float32), entropy.astype(jnp.float32)
+    )

@@ -18,11 +18,13 @@ __all__ = ['SEQUENCE_STATISTICS', 'behavior_importance_weights', 'sequence_impor
 def behavior_importance_weights(old_log_probs, behavior_log_probs, mask, cap) -> jax.Array:
     """Detached truncated IS weights `min(exp(clip(old - behavior, -20, 20)), cap)`, zero outside the mask.
 
-    Superseded by `rollout_is_weights(old_log_probs, behavior_log_probs, mask, "token", cap)[0]`, which returns
-    the same bits (Rollout correction checks it); kept, with the contract's signature, as an alias of that call.
+    Superseded by `rollout_is_weights(old_log_probs, behavior_log_probs, mask, "token", cap)[0]`,
+    which returns the same bits (Rollout correction checks it); kept, with the contract's signature,
+    as an alias of that call.
 
-    Superseded by `rollout_is_weights(old_log_probs, behavior_log_probs, mask, "token", cap)[0]`, which returns
-    the same bits (Rollout correction checks it); kept, with the contract's signature, as an alias of that call.
+    Superseded by `rollout_is_weights(old_log_probs, behavior_log_probs, mask, "token", cap)[0]`,
+    which returns the same bits (Rollout correction checks it); kept, with the contract's signature,
+    as an alias of that call.
 
     Parameters
     ----------
@@ -42,7 +44,9 @@ def behavior_importance_weights(old_log_probs, behavior_log_probs, mask, cap) ->
     """
     fn = "behavior_importance_weights"
     log_ratio, keep, out = _log_ratio(fn, old_log_probs, behavior_log_probs, mask)
-    cap = check_number(fn, "cap", cap, lambda c: c > 0, "a positive number (float('inf') for no cap)")
+    cap = check_number(
+        fn, "cap", cap, lambda c: c > 0, "a positive number (float('inf') for no cap)"
+    )
     w, _, _ = _is_weights(log_ratio, keep, "token", "truncate", None, cap)
     return jax.lax.stop_gradient(w).astype(out)
 
@@ -50,16 +54,18 @@ def behavior_importance_weights(old_log_probs, behavior_log_probs, mask, cap) ->
 SEQUENCE_STATISTICS = ("product", "geometric_mean")
 
 
-def sequence_importance_weights(old_log_probs, behavior_log_probs, mask, cap, statistic: str = "product") -> jax.Array:
+def sequence_importance_weights(
+    old_log_probs, behavior_log_probs, mask, cap, statistic: str = "product"
+) -> jax.Array:
     """Detached per-response IS weight (product or geometric mean of token ratios), capped, at every kept token.
 
-    Superseded by `rollout_is_weights(old_log_probs, behavior_log_probs, mask, level, cap)[0]` with `level`
-    "sequence" (statistic "product") or "geometric_mean", which returns the same bits (Rollout correction checks
-    it); kept as an alias of that call.
+    Superseded by `rollout_is_weights(old_log_probs, behavior_log_probs, mask, level, cap)[0]` with
+    `level` "sequence" (statistic "product") or "geometric_mean", which returns the same bits
+    (Rollout correction checks it); kept as an alias of that call.
 
-    Superseded by `rollout_is_weights(old_log_probs, behavior_log_probs, mask, level, cap)[0]` with `level`
-    "sequence" (statistic "product") or "geometric_mean", which returns the same bits (Rollout correction checks
-    it); kept as an alias of that call.
+    Superseded by `rollout_is_weights(old_log_probs, behavior_log_probs, mask, level, cap)[0]` with
+    `level` "sequence" (statistic "product") or "geometric_mean", which returns the same bits
+    (Rollout correction checks it); kept as an alias of that call.
 
     Parameters
     ----------
@@ -83,7 +89,9 @@ def sequence_importance_weights(old_log_probs, behavior_log_probs, mask, cap, st
     check_choice(fn, "statistic", statistic, SEQUENCE_STATISTICS)
     log_ratio, keep, out = _log_ratio(fn, old_log_probs, behavior_log_probs, mask)
     check_rank(fn, "old_log_probs", log_ratio, 2)
-    cap = check_number(fn, "cap", cap, lambda c: c > 0, "a positive number (float('inf') for no cap)")
+    cap = check_number(
+        fn, "cap", cap, lambda c: c > 0, "a positive number (float('inf') for no cap)"
+    )
     level = "sequence" if statistic == "product" else "geometric_mean"
     w, _, _ = _is_weights(log_ratio, keep, level, "truncate", None, cap)
     return jax.lax.stop_gradient(w).astype(out)

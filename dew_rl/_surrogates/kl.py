@@ -8,7 +8,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._checks import as_float, as_mask, check_choice, check_number, check_same_shape, stat_dtype
+from .._checks import (as_float, as_mask, check_choice, check_number, check_same_shape,
+                            stat_dtype)
 from .._ops import clamp
 from .ratios import LOG_RATIO_CLAMP
 
@@ -20,17 +21,10 @@ __all__ = ['KL_OUTPUT_CLAMP', 'KL_PENALTY_KINDS', 'k1_kl', 'k2_kl', 'k3_kl', 'kl
 KL_OUTPUT_CLAMP = 10.0  # |k3| bound after the exponential (verl low_var_kl)
 
 
-def _pair(fn: str, log_probs, ref_log_probs):
-    lp = as_float(fn, "log_probs", log_probs)
-    ref = as_float(fn, "ref_log_probs", ref_log_probs)
-    check_same_shape(fn, "ref_log_probs", ref, "log_probs", lp)
-    dtype = jnp.result_type(lp, ref)
-    ct = stat_dtype(dtype)
-    return lp.astype(ct), ref.astype(ct), dtype
-
-
 def k1_kl(log_probs, ref_log_probs) -> jax.Array:
-    """Schulman's k1: the log ratio log pi_theta - log pi_ref, an unbiased, signed estimate of KL(pi_theta || pi_ref).
+    """Schulman's k1, the log ratio log pi_theta - log pi_ref: unbiased and signed.
+
+    An estimate of KL(pi_theta || pi_ref).
 
     Parameters
     ----------
@@ -46,6 +40,15 @@ def k1_kl(log_probs, ref_log_probs) -> jax.Array:
     """
     lp, ref, dtype = _pair("k1_kl", log_probs, ref_log_probs)
     return (lp - ref).astype(dtype)
+
+
+def _pair(fn: str, log_probs, ref_log_probs):
+    lp = as_float(fn, "log_probs", log_probs)
+    ref = as_float(fn, "ref_log_probs", ref_log_probs)
+    check_same_shape(fn, "ref_log_probs", ref, "log_probs", lp)
+    dtype = jnp.result_type(lp, ref)
+    ct = stat_dtype(dtype)
+    return lp.astype(ct), ref.astype(ct), dtype
 
 
 def k2_kl(log_probs, ref_log_probs) -> jax.Array:
@@ -89,17 +92,21 @@ def k3_kl(log_probs, ref_log_probs) -> jax.Array:
 # %% ../../nbs/03b_kl.ipynb #69975f12
 KL_PENALTY_KINDS = ("k1", "k2", "k3", "kl", "mse", "low_var_kl", "abs",
                     "k1+", "k2+", "k3+", "kl+", "mse+", "low_var_kl+", "abs+")
-_KL_ESTIMATORS = {"k1": "k1", "kl": "k1", "k2": "k2", "mse": "k2", "k3": "k3", "low_var_kl": "k3", "abs": "abs"}
-
-
-def _abs_kl(lp, ref):
-    "|lp - ref|, with derivative 0 where lp = ref (torch's abs)."
-    d = lp - ref
-    return jnp.where(d > 0, d, jnp.where(d < 0, -d, 0.0 * d))
+_KL_ESTIMATORS = {
+    "k1": "k1",
+    "kl": "k1",
+    "k2": "k2",
+    "mse": "k2",
+    "k3": "k3",
+    "low_var_kl": "k3",
+    "abs": "abs",
+}
 
 
 def kl_penalty(log_probs, ref_log_probs, kind: str) -> jax.Array:
-    """Per-token KL loss term `kX(lp, ref)` by name; with a trailing "+", `k2 + sg(kX - k2)` (kX's value, k2's gradient).
+    """Per-token KL loss term `kX(lp, ref)` by name; with a trailing "+", `k2 + sg(kX - k2)`.
+
+    The "+" form has kX's value and k2's gradient.
 
     Parameters
     ----------
@@ -108,16 +115,19 @@ def kl_penalty(log_probs, ref_log_probs, kind: str) -> jax.Array:
     ref_log_probs
         the shape of `log_probs`, floating: log pi_ref of the same tokens
     kind
-        one of KL_PENALTY_KINDS: "k1"/"kl", "k2"/"mse", "k3"/"low_var_kl", "abs", each optionally with "+"
+        one of KL_PENALTY_KINDS: "k1"/"kl", "k2"/"mse", "k3"/"low_var_kl", "abs", each optionally
+        with "+"
 
     Returns
     -------
     jax.Array
-        the shape of `log_probs`, in the inputs' result dtype: the per-token estimate (not masked, not reduced)
+        the shape of `log_probs`, in the inputs' result dtype: the per-token estimate (not masked,
+        not reduced)
     """
     fn = "kl_penalty"
     check_choice(fn, "kind", kind, KL_PENALTY_KINDS)
-    lp, ref, dtype = _pair(fn, log_probs, ref_log_probs)  # checked here, so that errors name this function
+    # checked here, so that errors name this function
+    lp, ref, dtype = _pair(fn, log_probs, ref_log_probs)
     base = _KL_ESTIMATORS[kind.rstrip("+")]
     value = {"k1": k1_kl, "k2": k2_kl, "k3": k3_kl, "abs": _abs_kl}[base](lp, ref)
     if kind.endswith("+") and base != "k2":
@@ -125,28 +135,23 @@ def kl_penalty(log_probs, ref_log_probs, kind: str) -> jax.Array:
         value = k2 + jax.lax.stop_gradient(value - k2)
     return value.astype(dtype)
 
+
+def _abs_kl(lp, ref):
+    "|lp - ref|, with derivative 0 where lp = ref (torch's abs)."
+    d = lp - ref
+    return jnp.where(d > 0, d, jnp.where(d < 0, -d, 0.0 * d))
+
 # %% ../../nbs/03b_kl.ipynb #ac52abfc
-def _shaped(fn, rewards, old_log_probs, ref_log_probs, mask, kl_coef, kind):
-    "(rewards, kl_coef * kX(old, ref) at valid tokens and 0 elsewhere [B, T], keep, result dtype), checked."
-    check_choice(fn, "kl_penalty", kind, KL_PENALTY_KINDS)
-    beta = check_number(fn, "kl_coef", kl_coef, lambda v: v >= 0, "a number >= 0")
-    old, ref, dtype = _pair(fn, old_log_probs, ref_log_probs)
-    if old.ndim != 2:
-        raise ValueError(f"{fn}: `old_log_probs` must be [B, T] (rank 2); got shape {tuple(old.shape)}")
-    keep = as_mask(fn, mask, old.shape, like="old_log_probs")
-    rewards = as_float(fn, "rewards", rewards, allow_int=True)
-    zero = jnp.zeros((), old.dtype)
-    kl = jnp.where(keep, kl_penalty(jnp.where(keep, old, zero), jnp.where(keep, ref, zero), kind), zero)
-    return rewards, beta * kl.astype(old.dtype), keep, jnp.result_type(dtype, rewards.dtype)
-
-
-def kl_shaped_token_rewards(token_rewards, old_log_probs, ref_log_probs, mask, kl_coef, kl_penalty="kl") -> jax.Array:
+def kl_shaped_token_rewards(
+    token_rewards, old_log_probs, ref_log_probs, mask, kl_coef, kl_penalty="kl"
+) -> jax.Array:
     """Per-token rewards with the KL penalty subtracted at every valid token: `r_t - kl_coef * kX(old, ref)_t`.
 
     Parameters
     ----------
     token_rewards
-        [B, T] floating: the rewards of each token (e.g. the outcome score on the last valid token, 0 elsewhere)
+        [B, T] floating: the rewards of each token (e.g. the outcome score on the last valid token,
+        0 elsewhere)
     old_log_probs
         [B, T] floating: log pi_old of the sampled tokens (the policy that generated the rollout)
     ref_log_probs
@@ -154,7 +159,8 @@ def kl_shaped_token_rewards(token_rewards, old_log_probs, ref_log_probs, mask, k
     mask
         0/1 [B, T]: the valid tokens
     kl_coef
-        beta >= 0 (verl's `algorithm.kl_ctrl.kl_coef`, slime's `--kl-coef`); a host number or a traced scalar
+        beta >= 0 (verl's `algorithm.kl_ctrl.kl_coef`, slime's `--kl-coef`); a host number or a
+        traced scalar
     kl_penalty
         the estimator, one of KL_PENALTY_KINDS (verl's `algorithm.kl_penalty`, default "kl"; slime's
         `--kl-loss-type`, NeMo-RL's `reference_policy_kl_type`)
@@ -162,17 +168,45 @@ def kl_shaped_token_rewards(token_rewards, old_log_probs, ref_log_probs, mask, k
     Returns
     -------
     jax.Array
-        [B, T]: `token_rewards - kl_coef * kX` at valid tokens, 0 elsewhere, in the inputs' result dtype
+        [B, T]: `token_rewards - kl_coef * kX` at valid tokens, 0 elsewhere, in the inputs' result
+        dtype
     """
     fn = "kl_shaped_token_rewards"
-    rewards, penalty, keep, dtype = _shaped(fn, token_rewards, old_log_probs, ref_log_probs, mask, kl_coef, kl_penalty)
+    rewards, penalty, keep, dtype = _shaped(
+        fn, token_rewards, old_log_probs, ref_log_probs, mask, kl_coef, kl_penalty
+    )
     check_same_shape(fn, "token_rewards", rewards, "old_log_probs", penalty)
     ct = stat_dtype(dtype)
-    return jnp.where(keep, jnp.where(keep, rewards, 0).astype(ct) - penalty.astype(ct), 0).astype(dtype)
+    return jnp.where(keep, jnp.where(keep, rewards, 0).astype(ct) - penalty.astype(ct), 0).astype(
+        dtype
+    )
 
 
-def kl_shaped_sequence_rewards(rewards, old_log_probs, ref_log_probs, mask, kl_coef, kl_penalty="kl") -> jax.Array:
-    """Per-response rewards minus the KL summed over the response: `R_i - kl_coef * sum_t kX(old, ref)_{i,t}` (TRL's RLOO).
+def _shaped(fn, rewards, old_log_probs, ref_log_probs, mask, kl_coef, kind):
+    """(rewards, kl_coef * kX(old, ref) at valid tokens and 0 elsewhere [B, T], keep, result dtype),
+    checked."""
+    check_choice(fn, "kl_penalty", kind, KL_PENALTY_KINDS)
+    beta = check_number(fn, "kl_coef", kl_coef, lambda v: v >= 0, "a number >= 0")
+    old, ref, dtype = _pair(fn, old_log_probs, ref_log_probs)
+    if old.ndim != 2:
+        raise ValueError(
+            f"{fn}: `old_log_probs` must be [B, T] (rank 2); got shape {tuple(old.shape)}"
+        )
+    keep = as_mask(fn, mask, old.shape, like="old_log_probs")
+    rewards = as_float(fn, "rewards", rewards, allow_int=True)
+    zero = jnp.zeros((), old.dtype)
+    kl = jnp.where(
+        keep, kl_penalty(jnp.where(keep, old, zero), jnp.where(keep, ref, zero), kind), zero
+    )
+    return rewards, beta * kl.astype(old.dtype), keep, jnp.result_type(dtype, rewards.dtype)
+
+
+def kl_shaped_sequence_rewards(
+    rewards, old_log_probs, ref_log_probs, mask, kl_coef, kl_penalty="kl"
+) -> jax.Array:
+    """Per-response rewards minus the KL summed over the response (TRL's RLOO).
+
+    `R_i - kl_coef * sum_t kX(old, ref)_{i,t}`.
 
     Parameters
     ----------
@@ -192,19 +226,26 @@ def kl_shaped_sequence_rewards(rewards, old_log_probs, ref_log_probs, mask, kl_c
     Returns
     -------
     jax.Array
-        [B]: the shaped rewards, in the inputs' result dtype; feed them to `rloo_advantage` for TRL's RLOO
+        [B]: the shaped rewards, in the inputs' result dtype; feed them to `rloo_advantage` for
+        TRL's RLOO
     """
     fn = "kl_shaped_sequence_rewards"
-    rewards, penalty, keep, dtype = _shaped(fn, rewards, old_log_probs, ref_log_probs, mask, kl_coef, kl_penalty)
+    rewards, penalty, keep, dtype = _shaped(
+        fn, rewards, old_log_probs, ref_log_probs, mask, kl_coef, kl_penalty
+    )
     if rewards.shape != penalty.shape[:1]:
-        raise ValueError(f"{fn}: `rewards` must be [B] with B = {penalty.shape[0]} (one per row of `old_log_probs`); "
-                         f"got shape {tuple(rewards.shape)}")
+        raise ValueError(
+            f"{fn}: `rewards` must be [B] with B = {penalty.shape[0]} (one per row of"
+            f" `old_log_probs`); got shape {tuple(rewards.shape)}"
+        )
     ct = stat_dtype(dtype)
     return (rewards.astype(ct) - penalty.astype(ct).sum(axis=-1)).astype(dtype)
 
 # %% ../../nbs/03b_kl.ipynb #946a4bf5
 def adaptive_kl_update(kl_coef, current_kl, n_steps, target_kl, horizon) -> jax.Array:
-    """One update of the adaptive KL controller: `kl_coef * (1 + clip(current_kl / target_kl - 1, -0.2, 0.2) * n_steps / horizon)`.
+    """One update of the adaptive KL controller.
+
+    `kl_coef * (1 + clip(current_kl / target_kl - 1, -0.2, 0.2) * n_steps / horizon)`.
 
     Parameters
     ----------
@@ -227,16 +268,25 @@ def adaptive_kl_update(kl_coef, current_kl, n_steps, target_kl, horizon) -> jax.
 
     Source
     ------
-    Ziegler et al. 2019, arXiv:1909.08593, Sec. 2.2 (version not confirmed); verl's and OpenRLHF's `AdaptiveKLController`.
+    Ziegler et al. 2019, arXiv:1909.08593, Sec. 2.2 (version not confirmed); verl's and OpenRLHF's
+    `AdaptiveKLController`.
     """
     fn = "adaptive_kl_update"
-    kl_coef = check_number(fn, "kl_coef", kl_coef, lambda v: 0.0 <= v < float("inf"), "a finite number >= 0")
+    kl_coef = check_number(
+        fn, "kl_coef", kl_coef, lambda v: 0.0 <= v < float("inf"), "a finite number >= 0"
+    )
     n_steps = check_number(fn, "n_steps", n_steps, lambda v: v >= 0.0, "a number >= 0")
-    target_kl = check_number(fn, "target_kl", target_kl, lambda v: 0.0 < v < float("inf"), "a positive finite number")
-    horizon = check_number(fn, "horizon", horizon, lambda v: 0.0 < v < float("inf"), "a positive finite number")
+    target_kl = check_number(
+        fn, "target_kl", target_kl, lambda v: 0.0 < v < float("inf"), "a positive finite number"
+    )
+    horizon = check_number(
+        fn, "horizon", horizon, lambda v: 0.0 < v < float("inf"), "a positive finite number"
+    )
     current_kl = jnp.asarray(current_kl)
     if current_kl.ndim != 0:
         raise ValueError(f"{fn}: `current_kl` must be a scalar; got shape {list(current_kl.shape)}")
     ct = stat_dtype(jnp.result_type(current_kl, jnp.asarray(kl_coef)))
     error = jnp.clip(current_kl.astype(ct) / jnp.asarray(target_kl, ct) - 1.0, -0.2, 0.2)
-    return jnp.asarray(kl_coef, ct) * (1.0 + error * jnp.asarray(n_steps, ct) / jnp.asarray(horizon, ct))
+    return jnp.asarray(kl_coef, ct) * (
+        1.0 + error * jnp.asarray(n_steps, ct) / jnp.asarray(horizon, ct)
+    )

@@ -13,28 +13,17 @@ import jax.numpy as jnp
 from .._checks import as_float, check_rank, check_same_shape
 from .._ops import clamp, sum_over
 from .ratios import LOG_RATIO_CLAMP
-from .rollout_correction import (_Stats, _detached, _log_ratio, rollout_is_weights,
-                                                   rollout_rejection_mask)
+from .rollout_correction import (_Stats, _detached, _log_ratio,
+                                                   rollout_is_weights, rollout_rejection_mask)
 
 # %% auto #0
 __all__ = ['ROLLOUT_CORRECTION_PRESETS', 'offpolicy_metrics', 'rollout_correction']
 
 # %% ../../nbs/03m_mismatch_diagnostics.ipynb #141f650e
-def _k3(x):
-    "e^x - 1 - x, with expm1 (no cancellation near 0)."
-    return jnp.expm1(x) - x
-
-
-def _ess(w, where, st):
-    "(sum w)^2 / (K sum w^2) over the selected units of the global batch; 0 when every w is 0."
-    s, s2, k = sum_over(st.axis_name, jnp.where(where, w, 0).sum(), jnp.where(where, jnp.square(w), 0).sum(),
-                        where.sum().astype(w.dtype))
-    ok = s2 > 0
-    return jnp.where(ok, jnp.square(s) / jnp.where(ok, k * s2, 1), 0)
-
-
 def offpolicy_metrics(old_log_probs, behavior_log_probs, mask, axis_name=None) -> dict:
-    """Diagnostics of the sampler-trainer mismatch: KL (k1, k3, reverse k3), Jensen-Shannon, E[exp|d|], |d|, perplexities, chi^2 and ESS per token and per sequence.
+    """Diagnostics of the sampler-trainer mismatch, per token and per sequence.
+
+    KL (k1, k3, reverse k3), Jensen-Shannon, E[exp|d|], |d|, perplexities, chi^2 and ESS.
 
     Parameters
     ----------
@@ -50,28 +39,38 @@ def offpolicy_metrics(old_log_probs, behavior_log_probs, mask, axis_name=None) -
     Returns
     -------
     dict
-        scalar metrics, detached, named as verl (compute_offpolicy_metrics), NeMo-RL or slime name them
+        scalar metrics, detached, named as verl (compute_offpolicy_metrics), NeMo-RL or slime name
+        them
 
     Source
     ------
     verl 0.9.1 rollout_corr_helper.py (compute_offpolicy_metrics); NeMo-RL 7ea279a
-    nemo_rl/algorithms/loss/loss_functions.py (ClippedPGLossFn); Schulman 2020, "Approximating KL Divergence".
+    nemo_rl/algorithms/loss/loss_functions.py (ClippedPGLossFn); Schulman 2020, "Approximating KL
+    Divergence".
     """
     fn = "offpolicy_metrics"
     d, keep, out = _log_ratio(fn, old_log_probs, behavior_log_probs, mask)
     check_rank(fn, "old_log_probs", d, 2)
     ct = d.dtype
-    old, beh = (jnp.where(keep, jax.lax.stop_gradient(as_float(fn, n, a)).astype(ct), 0)
-                for n, a in (("old_log_probs", old_log_probs), ("behavior_log_probs", behavior_log_probs)))
+    old, beh = (
+        jnp.where(keep, jax.lax.stop_gradient(as_float(fn, n, a)).astype(ct), 0)
+        for n, a in (("old_log_probs", old_log_probs), ("behavior_log_probs", behavior_log_probs))
+    )
     st = _Stats(keep, ct, axis_name)
-    m = {"kl": st.token_mean(-d), "k3_kl": st.token_mean(_k3(d)), "policy_kl_error": st.token_mean(_k3(-d))}
+    m = {
+        "kl": st.token_mean(-d),
+        "k3_kl": st.token_mean(_k3(d)),
+        "policy_kl_error": st.token_mean(_k3(-d)),
+    }
     log_mix = jnp.logaddexp(old, beh) - math.log(2.0)
     m["js_divergence_error"] = st.token_mean(0.5 * _k3(old - log_mix) + 0.5 * _k3(beh - log_mix))
     m["token_mult_prob_error"] = st.token_mean(jnp.exp(jnp.abs(d)))
     m["train_rollout_logprob_abs_diff"] = st.token_mean(jnp.abs(d))
     m["train_rollout_logprob_abs_diff_max"] = st.token_max(jnp.abs(d))
     lp_train, lp_roll = st.per_row_mean(old), st.per_row_mean(beh)
-    m["training_ppl"], m["training_log_ppl"] = st.row_mean(jnp.exp(-lp_train)), st.row_mean(-lp_train)
+    m["training_ppl"], m["training_log_ppl"] = st.row_mean(jnp.exp(-lp_train)), st.row_mean(
+        -lp_train
+    )
     m["rollout_ppl"], m["rollout_log_ppl"] = st.row_mean(jnp.exp(-lp_roll)), st.row_mean(-lp_roll)
     diff = lp_roll - lp_train
     m["log_ppl_diff"], m["log_ppl_abs_diff"] = st.row_mean(diff), st.row_mean(jnp.abs(diff))
@@ -80,18 +79,48 @@ def offpolicy_metrics(old_log_probs, behavior_log_probs, mask, axis_name=None) -
     log_rho = clamp(d, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
     log_rho_seq = clamp(d.sum(axis=-1), -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
     rho, rho_seq = jnp.exp(log_rho), jnp.exp(log_rho_seq)
-    m["chi2_token"] = st.token_mean(jnp.expm1(2 * log_rho))     # mean(rho^2) - 1 without the cancellation
+    # mean(rho^2) - 1 without the cancellation
+    m["chi2_token"] = st.token_mean(jnp.expm1(2 * log_rho))
     m["chi2_seq"] = st.row_mean(jnp.expm1(2 * log_rho_seq))
     m["eff_sample_size_token"] = _ess(rho, keep, st)
     m["eff_sample_size_seq"] = _ess(rho_seq, st.rows, st)
     return _detached(m, out)
 
+
+def _k3(x):
+    "e^x - 1 - x, with expm1 (no cancellation near 0)."
+    return jnp.expm1(x) - x
+
+
+def _ess(w, where, st):
+    "(sum w)^2 / (K sum w^2) over the selected units of the global batch; 0 when every w is 0."
+    s, s2, k = sum_over(
+        st.axis_name,
+        jnp.where(where, w, 0).sum(),
+        jnp.where(where, jnp.square(w), 0).sum(),
+        where.sum().astype(w.dtype),
+    )
+    ok = s2 > 0
+    return jnp.where(ok, jnp.square(s) / jnp.where(ok, k * s2, 1), 0)
+
 # %% ../../nbs/03m_mismatch_diagnostics.ipynb #b7a6d12b
-def rollout_correction(old_log_probs, behavior_log_probs, mask, rollout_is=None, rollout_is_threshold=2.0,
-                       rollout_is_threshold_lower=None, rollout_is_mode: str = "truncate",
-                       rollout_is_batch_normalize: bool = False, rollout_rs=None, rollout_rs_threshold=None,
-                       rollout_rs_threshold_lower=None, axis_name=None) -> tuple:
-    """verl's rollout-correction step: IS weights (optional), the rejection mask (optional) and the mismatch diagnostics.
+def rollout_correction(
+    old_log_probs,
+    behavior_log_probs,
+    mask,
+    rollout_is=None,
+    rollout_is_threshold=2.0,
+    rollout_is_threshold_lower=None,
+    rollout_is_mode: str = "truncate",
+    rollout_is_batch_normalize: bool = False,
+    rollout_rs=None,
+    rollout_rs_threshold=None,
+    rollout_rs_threshold_lower=None,
+    axis_name=None,
+) -> tuple:
+    """verl's rollout-correction step: IS weights, the rejection mask and the mismatch diagnostics.
+
+    The weights and the mask are optional.
 
     Parameters
     ----------
@@ -123,7 +152,8 @@ def rollout_correction(old_log_probs, behavior_log_probs, mask, rollout_is=None,
     Returns
     -------
     tuple
-        (weights [B, T] or None, the mask with rejected tokens zeroed (in `mask`'s dtype), dict of metrics)
+        (weights [B, T] or None, the mask with rejected tokens zeroed (in `mask`'s dtype), dict of
+        metrics)
 
     Source
     ------
@@ -132,13 +162,28 @@ def rollout_correction(old_log_probs, behavior_log_probs, mask, rollout_is=None,
     metrics = {}
     weights = None
     if rollout_is is not None:
-        weights, m = rollout_is_weights(old_log_probs, behavior_log_probs, mask, rollout_is, rollout_is_threshold,
-                                        rollout_is_threshold_lower, rollout_is_mode, rollout_is_batch_normalize,
-                                        axis_name=axis_name)
+        weights, m = rollout_is_weights(
+            old_log_probs,
+            behavior_log_probs,
+            mask,
+            rollout_is,
+            rollout_is_threshold,
+            rollout_is_threshold_lower,
+            rollout_is_mode,
+            rollout_is_batch_normalize,
+            axis_name=axis_name,
+        )
         metrics.update(m)
     if rollout_rs is not None:
-        new_mask, m = rollout_rejection_mask(old_log_probs, behavior_log_probs, mask, rollout_rs, rollout_rs_threshold,
-                                             rollout_rs_threshold_lower, axis_name=axis_name)
+        new_mask, m = rollout_rejection_mask(
+            old_log_probs,
+            behavior_log_probs,
+            mask,
+            rollout_rs,
+            rollout_rs_threshold,
+            rollout_rs_threshold_lower,
+            axis_name=axis_name,
+        )
         metrics.update(m)
     else:
         new_mask = jax.lax.stop_gradient(jnp.asarray(mask))
@@ -146,23 +191,43 @@ def rollout_correction(old_log_probs, behavior_log_probs, mask, rollout_is=None,
     return weights, new_mask, metrics
 
 # %% ../../nbs/03m_mismatch_diagnostics.ipynb #c75578e3
-def _preset(rollout_is=None, threshold=2.0, lower=None, mode="truncate", rollout_rs=None, rs_threshold=None,
-            rs_lower=None, bypass_mode=False, loss_type="ppo_clip") -> dict:
-    return dict(rollout_is=rollout_is, rollout_is_threshold=threshold, rollout_is_threshold_lower=lower,
-                rollout_is_mode=mode, rollout_is_batch_normalize=False, rollout_rs=rollout_rs,
-                rollout_rs_threshold=rs_threshold, rollout_rs_threshold_lower=rs_lower, bypass_mode=bypass_mode,
-                loss_type=loss_type)
+def _preset(
+    rollout_is=None,
+    threshold=2.0,
+    lower=None,
+    mode="truncate",
+    rollout_rs=None,
+    rs_threshold=None,
+    rs_lower=None,
+    bypass_mode=False,
+    loss_type="ppo_clip",
+) -> dict:
+    return dict(
+        rollout_is=rollout_is,
+        rollout_is_threshold=threshold,
+        rollout_is_threshold_lower=lower,
+        rollout_is_mode=mode,
+        rollout_is_batch_normalize=False,
+        rollout_rs=rollout_rs,
+        rollout_rs_threshold=rs_threshold,
+        rollout_rs_threshold_lower=rs_lower,
+        bypass_mode=bypass_mode,
+        loss_type=loss_type,
+    )
 
 
 _GEO = dict(rollout_rs="seq_mean_k1", rs_threshold=1.001, rs_lower=0.999)
 _K3 = dict(rollout_rs="seq_mean_k3", rs_threshold=0.01)
-ROLLOUT_CORRECTION_PRESETS = {   # verl 0.9.1 RolloutCorrectionConfig.<name>() with its default arguments
-    "default": _preset("sequence", 2.0),                     # RolloutCorrectionConfig() itself
+# verl 0.9.1 RolloutCorrectionConfig.<name>() with its default arguments
+ROLLOUT_CORRECTION_PRESETS = {
+    "default": _preset("sequence", 2.0),  # RolloutCorrectionConfig() itself
     "disabled": _preset(),
     "decoupled_token_is": _preset("token", 2.0),
     "decoupled_seq_is": _preset("sequence", 2.0),
     "decoupled_token_icepop": _preset("token", 5.0, 0.5, "mask"),
-    "decoupled_seq_is_rs": _preset("sequence", 2.0, rollout_rs="seq_sum_k1", rs_threshold=2.0, rs_lower=0.5),
+    "decoupled_seq_is_rs": _preset(
+        "sequence", 2.0, rollout_rs="seq_sum_k1", rs_threshold=2.0, rs_lower=0.5
+    ),
     "decoupled_geo_rs": _preset(**_GEO),
     "decoupled_geo_rs_seq_tis": _preset("sequence", 2.0, **_GEO),
     "decoupled_geo_rs_token_tis": _preset("token", 2.0, **_GEO),
@@ -173,8 +238,14 @@ ROLLOUT_CORRECTION_PRESETS = {   # verl 0.9.1 RolloutCorrectionConfig.<name>() w
     "bypass_ppo_clip_geo_rs": _preset(**_GEO, bypass_mode=True),
     "bypass_ppo_clip_k3_rs": _preset(**_K3, bypass_mode=True),
     "bypass_pg_is": _preset("sequence", 2.0, bypass_mode=True, loss_type="reinforce"),
-    "bypass_pg_token_icepop": _preset("token", 5.0, 0.5, "mask", bypass_mode=True, loss_type="reinforce"),
+    "bypass_pg_token_icepop": _preset(
+        "token", 5.0, 0.5, "mask", bypass_mode=True, loss_type="reinforce"
+    ),
     "bypass_pg_geo_rs": _preset(**_GEO, bypass_mode=True, loss_type="reinforce"),
-    "bypass_pg_geo_rs_seq_tis": _preset("sequence", 2.0, **_GEO, bypass_mode=True, loss_type="reinforce"),
-    "bypass_pg_geo_rs_token_tis": _preset("token", 2.0, **_GEO, bypass_mode=True, loss_type="reinforce"),
+    "bypass_pg_geo_rs_seq_tis": _preset(
+        "sequence", 2.0, **_GEO, bypass_mode=True, loss_type="reinforce"
+    ),
+    "bypass_pg_geo_rs_token_tis": _preset(
+        "token", 2.0, **_GEO, bypass_mode=True, loss_type="reinforce"
+    ),
 }

@@ -8,7 +8,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._checks import as_float, as_mask, check_choice, check_number, check_rank, check_same_shape, stat_dtype
+from .._checks import (as_float, as_mask, check_choice, check_number, check_rank,
+                            check_same_shape, stat_dtype)
 from .._ops import clamp
 from .kl import KL_PENALTY_KINDS, kl_penalty
 from .ratios import LOG_RATIO_CLAMP
@@ -17,8 +18,12 @@ from .ratios import LOG_RATIO_CLAMP
 __all__ = ['importance_weighted_kl', 'loglinear_proximal_log_probs']
 
 # %% ../../nbs/03n_off_policy_terms.ipynb #b6bbe774
-def importance_weighted_kl(log_probs, old_log_probs, ref_log_probs, mask, kind: str = "k3") -> jax.Array:
-    """Per-token KL penalty weighted by r = pi_theta / pi_old with the gradient through r: the unbiased KL (and KL gradient) off-policy.
+def importance_weighted_kl(
+    log_probs, old_log_probs, ref_log_probs, mask, kind: str = "k3"
+) -> jax.Array:
+    """Per-token KL penalty weighted by r = pi_theta / pi_old, the gradient through r.
+
+    The unbiased KL (and KL gradient) off-policy.
 
     Parameters
     ----------
@@ -32,13 +37,14 @@ def importance_weighted_kl(log_probs, old_log_probs, ref_log_probs, mask, kind: 
     mask
         [B, T] 0/1; the term is 0 outside it, with a zero gradient there
     kind
-        the estimator, one of KL_PENALTY_KINDS (`kl_penalty`'s names: "k1", "k2", "k3", "low_var_kl", ... "k3+")
+        the estimator, one of KL_PENALTY_KINDS (`kl_penalty`'s names: "k1", "k2", "k3",
+        "low_var_kl", ... "k3+")
 
     Returns
     -------
     jax.Array
-        [B, T]: exp(clip(lp - sg(old), -20, 20)) * kl_penalty(lp, ref, kind), 0 outside the mask, in the
-        inputs' result dtype (not reduced)
+        [B, T]: exp(clip(lp - sg(old), -20, 20)) * kl_penalty(lp, ref, kind), 0 outside the mask, in
+        the inputs' result dtype (not reduced)
 
     Source
     ------
@@ -55,13 +61,18 @@ def importance_weighted_kl(log_probs, old_log_probs, ref_log_probs, mask, kind: 
     keep = as_mask(fn, mask, lp.shape, like="log_probs")
     out = jnp.result_type(lp, old, ref)
     ct = stat_dtype(out)
-    lp, old, ref = (jnp.where(keep, a.astype(ct), 0) for a in (lp, old, ref))   # select before any arithmetic
+    # select before any arithmetic
+    lp, old, ref = (jnp.where(keep, a.astype(ct), 0) for a in (lp, old, ref))
     r = jnp.exp(clamp(lp - jax.lax.stop_gradient(old), -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
     return jnp.where(keep, r * kl_penalty(lp, jax.lax.stop_gradient(ref), kind), 0).astype(out)
 
 # %% ../../nbs/03n_off_policy_terms.ipynb #c8530acf
-def loglinear_proximal_log_probs(behavior_log_probs, log_probs, versions, current_version, mask) -> jax.Array:
-    """AReaL's log-linear proximal policy: log pi_behave + alpha (sg(log pi_theta) - log pi_behave), alpha from the policy versions.
+def loglinear_proximal_log_probs(
+    behavior_log_probs, log_probs, versions, current_version, mask
+) -> jax.Array:
+    """AReaL's log-linear proximal policy: log pi_behave + alpha (sg(log pi_theta) - log pi_behave).
+
+    alpha comes from the policy versions.
 
     Parameters
     ----------
@@ -70,9 +81,11 @@ def loglinear_proximal_log_probs(behavior_log_probs, log_probs, versions, curren
     log_probs
         [B, T] log pi_theta of the same tokens (read detached)
     versions
-        [B, T] integer policy version that sampled each token; negative for a token no policy sampled
+        [B, T] integer policy version that sampled each token; negative for a token no policy
+        sampled
     current_version
-        the current policy version v_theta (an int or a traced integer scalar); the proximal one is v_theta - 1
+        the current policy version v_theta (an int or a traced integer scalar); the proximal one is
+        v_theta - 1
     mask
         [B, T] 0/1; the output is 0 outside it
 
@@ -93,9 +106,13 @@ def loglinear_proximal_log_probs(behavior_log_probs, log_probs, versions, curren
     check_same_shape(fn, "log_probs", lp, "behavior_log_probs", beh)
     v = jnp.asarray(versions)
     if not jnp.issubdtype(v.dtype, jnp.integer):
-        raise ValueError(f"{fn}: `versions` must be an integer array of policy versions; got dtype {v.dtype}")
+        raise ValueError(
+            f"{fn}: `versions` must be an integer array of policy versions; got dtype {v.dtype}"
+        )
     check_same_shape(fn, "versions", v, "behavior_log_probs", beh)
-    cur = check_number(fn, "current_version", current_version, lambda x: float(x).is_integer(), "an integer")
+    cur = check_number(
+        fn, "current_version", current_version, lambda x: float(x).is_integer(), "an integer"
+    )
     keep = as_mask(fn, mask, beh.shape, like="behavior_log_probs")
     out = jnp.result_type(beh, lp)
     ct = stat_dtype(out)

@@ -17,26 +17,14 @@ from .ratios import LOG_RATIO_CLAMP
 __all__ = ['clipped_surrogate_terms', 'clipped_surrogate']
 
 # %% ../../nbs/03c_clipped_surrogate.ipynb #016fe2d1
-def _clipped(fn, log_ratio, advantages, mask, epsilon_low, epsilon_high, dual_clip):
-    lo, hi, c = check_clip_offsets(fn, epsilon_low, epsilon_high, dual_clip)
-    x, adv, keep, ct, rt = surrogate_inputs(fn, log_ratio, advantages, mask)
-    rho = jnp.exp(clamp(x, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
-    unclipped = -adv * rho
-    clipped = -adv * clamp(rho, 1.0 - lo, 1.0 + hi)
-    loss = larger(unclipped, clipped)
-    is_clipped = keep & (clipped > unclipped)
-    if c is None:
-        is_dual = jnp.zeros_like(keep)
-    else:
-        bound = -c * adv
-        is_dual = keep & (adv < 0) & (loss > bound)
-        loss = jnp.where(adv < 0, smaller(loss, bound), loss)
-    terms = jnp.where(keep, loss, 0).astype(rt)
-    return terms, {"clipped": is_clipped, "dual_clipped": is_dual}, keep, rt
-
-
-def clipped_surrogate_terms(log_ratio, advantages, mask, epsilon_low: float = 0.2, epsilon_high: float = 0.2,
-                            dual_clip: float | None = 3.0) -> tuple:
+def clipped_surrogate_terms(
+    log_ratio,
+    advantages,
+    mask,
+    epsilon_low: float = 0.2,
+    epsilon_high: float = 0.2,
+    dual_clip: float | None = 3.0,
+) -> tuple:
     """Per-token dual-clipped PPO loss max(-A rho, -A clip(rho)), capped at -c A where A < 0.
 
     Parameters
@@ -63,11 +51,40 @@ def clipped_surrogate_terms(log_ratio, advantages, mask, epsilon_low: float = 0.
                                        epsilon_low, epsilon_high, dual_clip)
     return terms, indicators
 
+
+def _clipped(fn, log_ratio, advantages, mask, epsilon_low, epsilon_high, dual_clip):
+    lo, hi, c = check_clip_offsets(fn, epsilon_low, epsilon_high, dual_clip)
+    x, adv, keep, ct, rt = surrogate_inputs(fn, log_ratio, advantages, mask)
+    rho = jnp.exp(clamp(x, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+    unclipped = -adv * rho
+    clipped = -adv * clamp(rho, 1.0 - lo, 1.0 + hi)
+    loss = larger(unclipped, clipped)
+    is_clipped = keep & (clipped > unclipped)
+    if c is None:
+        is_dual = jnp.zeros_like(keep)
+    else:
+        bound = -c * adv
+        is_dual = keep & (adv < 0) & (loss > bound)
+        loss = jnp.where(adv < 0, smaller(loss, bound), loss)
+    terms = jnp.where(keep, loss, 0).astype(rt)
+    return terms, {"clipped": is_clipped, "dual_clipped": is_dual}, keep, rt
+
 # %% ../../nbs/03c_clipped_surrogate.ipynb #e0906722
-def clipped_surrogate(log_ratio, advantages, mask, epsilon_low: float = 0.2, epsilon_high: float = 0.2,
-                      dual_clip: float | None = 3.0, mode: str = "token-mean", axis_name=None, norm=None,
-                      counts=None) -> tuple:
-    """The dual-clipped PPO loss reduced by `aggregate` (token mean by default), with its clip-fraction and KL metrics.
+def clipped_surrogate(
+    log_ratio,
+    advantages,
+    mask,
+    epsilon_low: float = 0.2,
+    epsilon_high: float = 0.2,
+    dual_clip: float | None = 3.0,
+    mode: str = "token-mean",
+    axis_name=None,
+    norm=None,
+    counts=None,
+) -> tuple:
+    """The dual-clipped PPO loss reduced by `aggregate`, with its clip-fraction and KL metrics.
+
+    The reduction is the token mean by default.
 
     Parameters
     ----------
@@ -84,21 +101,26 @@ def clipped_surrogate(log_ratio, advantages, mask, epsilon_low: float = 0.2, eps
     dual_clip
         c > 1, or None to disable the dual clip
     mode
-        the loss's aggregation mode (`AGGREGATION_MODES`); the metrics are token means whatever the mode
+        the loss's aggregation mode (`AGGREGATION_MODES`); the metrics are token means whatever the
+        mode
     axis_name
         mapped axis: numerators and counts are summed over it (the data-parallel global loss)
     norm
         the constant of "seq-mean-token-sum-norm" (only for that mode)
     counts
-        None, or `loss_counts` of the whole mini-batch (micro-batch losses and gradients then add up to it)
+        None, or `loss_counts` of the whole mini-batch (micro-batch losses and gradients then add up
+        to it)
 
     Returns
     -------
     tuple
-        (loss, {"pg_clipfrac", "pg_clipfrac_lower", "ppo_kl"}), all in the result dtype; metrics carry no gradient
+        (loss, {"pg_clipfrac", "pg_clipfrac_lower", "ppo_kl"}), all in the result dtype; metrics
+        carry no gradient
     """
     fn = "clipped_surrogate"
-    terms, ind, keep, rt = _clipped(fn, log_ratio, advantages, mask, epsilon_low, epsilon_high, dual_clip)
+    terms, ind, keep, rt = _clipped(
+        fn, log_ratio, advantages, mask, epsilon_low, epsilon_high, dual_clip
+    )
     x = jnp.where(keep, jnp.asarray(log_ratio).astype(rt), 0)
     mean = lambda v: token_mean(v, keep, axis_name=axis_name, counts=counts)  # noqa: E731
     metrics = {

@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import (as_float, as_mask, check_absent, check_choice, check_flag, check_number, check_present,
-                            check_rank, check_rows, check_same_shape, stat_dtype)
+from .._checks import (as_float, as_mask, check_absent, check_choice, check_flag, check_number,
+                            check_present, check_rank, check_rows, check_same_shape, stat_dtype)
 from .._ops import clamp, count_kept, sum_over
 
 # %% auto #0
@@ -19,13 +19,40 @@ __all__ = ['DPO_LOSS_TYPES', 'F_DIVERGENCE_TYPES', 'ALPHA_DIVERGENCE_CLAMP', 'KT
            'dpo_sft_loss']
 
 # %% ../../nbs/03o_preference_family.ipynb #4debb222
-DPO_LOSS_TYPES = ("sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair", "sppo_hard", "aot",
-                  "aot_unpaired", "apo_zero", "apo_down", "discopop", "sft", "sigmoid_norm")
+DPO_LOSS_TYPES = (
+    "sigmoid",
+    "hinge",
+    "ipo",
+    "exo_pair",
+    "nca_pair",
+    "robust",
+    "bco_pair",
+    "sppo_hard",
+    "aot",
+    "aot_unpaired",
+    "apo_zero",
+    "apo_down",
+    "discopop",
+    "sft",
+    "sigmoid_norm",
+)
 F_DIVERGENCE_TYPES = ("reverse_kl", "forward_kl", "js_divergence", "alpha_divergence")
-# TRL 1.16.0: only the losses of the chosen-minus-rejected score difference take another f-divergence
-_F_DIVERGENCE_LOSS_TYPES = ("sigmoid", "sigmoid_norm", "hinge", "ipo", "exo_pair", "robust", "discopop", "sft")
-_SMOOTHED_LOSS_TYPES = ("sigmoid", "robust", "exo_pair", "aot", "aot_unpaired")  # the types that read label_smoothing
-ALPHA_DIVERGENCE_CLAMP = 80.0  # TRL clamps (alpha - 1) * u at 80 before the exponential (float32 and bfloat16)
+# TRL 1.16.0: only the losses of the chosen-minus-rejected score difference take another
+# f-divergence
+_F_DIVERGENCE_LOSS_TYPES = (
+    "sigmoid",
+    "sigmoid_norm",
+    "hinge",
+    "ipo",
+    "exo_pair",
+    "robust",
+    "discopop",
+    "sft",
+)
+# the types that read label_smoothing
+_SMOOTHED_LOSS_TYPES = ("sigmoid", "robust", "exo_pair", "aot", "aot_unpaired")
+# TRL clamps (alpha - 1) * u at 80 before the exponential (float32 and bfloat16)
+ALPHA_DIVERGENCE_CLAMP = 80.0
 
 # %% ../../nbs/03o_preference_family.ipynb #c3b8a6ed
 def _nls(z):
@@ -50,7 +77,8 @@ def _exo(z, eps):
 
 
 def _discopop(z, tau):
-    "DiscoPOP: -log sigmoid(z) (1 - sigmoid(z / tau)) + e^{-z} sigmoid(z / tau), the second term in log space."
+    """DiscoPOP: -log sigmoid(z) (1 - sigmoid(z / tau)) + e^{-z} sigmoid(z / tau), the second term
+    in log space."""
     m = jax.nn.sigmoid(z / tau)
     return _nls(z) * (1.0 - m) + jnp.exp(-z + jax.nn.log_sigmoid(z / tau))
 
@@ -68,10 +96,26 @@ def _f_scores(u, kind, alpha):
     return jnp.where(near, u, jnp.expm1(clamp(am1 * u, hi=ALPHA_DIVERGENCE_CLAMP)) / am1)
 
 # %% ../../nbs/03o_preference_family.ipynb #bd8bd548
-def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen, mask_rejected, beta=0.1,
-             loss_type="sigmoid", loss_weights=None, label_smoothing=0.0, f_divergence_type="reverse_kl",
-             f_alpha_divergence_coef=0.5, ld_alpha=None, use_weighting=False, discopop_tau=0.05,
-             log_sum_sq_probs_chosen=None, log_sum_sq_probs_rejected=None, axis_name=None):
+def dpo_loss(
+    policy_chosen,
+    policy_rejected,
+    ref_chosen,
+    ref_rejected,
+    mask_chosen,
+    mask_rejected,
+    beta=0.1,
+    loss_type="sigmoid",
+    loss_weights=None,
+    label_smoothing=0.0,
+    f_divergence_type="reverse_kl",
+    f_alpha_divergence_coef=0.5,
+    ld_alpha=None,
+    use_weighting=False,
+    discopop_tau=0.05,
+    log_sum_sq_probs_chosen=None,
+    log_sum_sq_probs_rejected=None,
+    axis_name=None,
+):
     """Every DPO loss type of TRL 1.16.0 from per-token log-probs: the weighted sum of each type's mean over pairs.
 
     Parameters
@@ -95,21 +139,24 @@ def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chos
     loss_weights
         None (1 for each type) or one number >= 0 per type
     label_smoothing
-        epsilon: cDPO for "sigmoid", the flip probability of "robust" (in [0, 0.5)), EXO's epsilon (> 0), the
-        smoothing of "aot" and "aot_unpaired"; 0 by default; refused for the types that do not read it
+        epsilon: cDPO for "sigmoid", the flip probability of "robust" (in [0, 0.5)), EXO's epsilon
+        (> 0), the smoothing of "aot" and "aot_unpaired"; 0 by default; refused for the types that
+        do not read it
     f_divergence_type
-        one of F_DIVERGENCE_TYPES ("reverse_kl", DPO, by default); another only with the types of the
-        chosen-minus-rejected difference
+        one of F_DIVERGENCE_TYPES ("reverse_kl", DPO, by default); another only with the types of
+        the chosen-minus-rejected difference
     f_alpha_divergence_coef
         alpha of "alpha_divergence" (0.5)
     ld_alpha
-        None, or LD-DPO's alpha in [0, 1]: the weight of the tokens beyond the shorter response's length
+        None, or LD-DPO's alpha in [0, 1]: the weight of the tokens beyond the shorter response's
+        length
     use_weighting
         WPO: weight each pair by the policy's aligned per-token probabilities of its two responses
     discopop_tau
         tau > 0 of "discopop" (0.05)
     log_sum_sq_probs_chosen
-        [P, T_c] floating, log sum_v pi_theta(v)^2 at each chosen token; required with use_weighting only
+        [P, T_c] floating, log sum_v pi_theta(v)^2 at each chosen token; required with use_weighting
+        only
     log_sum_sq_probs_rejected
         [P, T_r] floating, the same for the rejected tokens
     axis_name
@@ -118,25 +165,29 @@ def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chos
     Returns
     -------
     tuple
-        (scalar loss in the log-probabilities' result dtype; float32 metrics: "<type>_loss" for each type,
-        "rewards_chosen", "rewards_rejected" (means of beta r_w, beta r_l), "reward_margin", "reward_accuracy"
-        (fraction with r_w > r_l), "pairs", "empty_pairs" (both responses empty, left out), and "wpo_weight"
-        (the mean weight) with use_weighting)
+        (scalar loss in the log-probabilities' result dtype; float32 metrics: "<type>_loss" for each
+        type, "rewards_chosen", "rewards_rejected" (means of beta r_w, beta r_l), "reward_margin",
+        "reward_accuracy" (fraction with r_w > r_l), "pairs", "empty_pairs" (both responses empty,
+        left out), and "wpo_weight" (the mean weight) with use_weighting)
 
     Source
     ------
-    Rafailov et al. 2023, arXiv:2305.18290 (DPO, Eq. 7), and the papers of each type in the chapter's table;
-    huggingface/trl 1.16.0, trl/trainer/dpo_trainer.py (DPOTrainer._compute_loss).
+    Rafailov et al. 2023, arXiv:2305.18290 (DPO, Eq. 7), and the papers of each type in the
+    chapter's table; huggingface/trl 1.16.0, trl/trainer/dpo_trainer.py (DPOTrainer._compute_loss).
     """
     fn = "dpo_loss"
     types = (loss_type,) if isinstance(loss_type, str) else tuple(loss_type)
     if not types:
-        raise ValueError(f"{fn}: `loss_type` must name at least one of {', '.join(map(repr, DPO_LOSS_TYPES))}; "
-                         f"got {loss_type!r}")
+        raise ValueError(
+            f"{fn}: `loss_type` must name at least one of {', '.join(map(repr, DPO_LOSS_TYPES))}; "
+            f"got {loss_type!r}"
+        )
     for t in types:
         if t == "aot_pair":
-            raise ValueError(f"{fn}: `loss_type` 'aot_pair' was renamed 'aot_unpaired' in TRL (PR #5038); "
-                             f"'aot' is the paired AOT loss")
+            raise ValueError(
+                f"{fn}: `loss_type` 'aot_pair' was renamed 'aot_unpaired' in TRL (PR #5038); "
+                "'aot' is the paired AOT loss"
+            )
         check_choice(fn, "loss_type", t, DPO_LOSS_TYPES)
     if len(set(types)) != len(types):
         raise ValueError(f"{fn}: `loss_type` names a type twice; got {list(types)}")
@@ -145,36 +196,54 @@ def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chos
     else:
         weights = tuple(loss_weights)
         if len(weights) != len(types):
-            raise ValueError(f"{fn}: `loss_weights` must have one weight per loss type ({len(types)}); "
-                             f"got {len(weights)}")
+            raise ValueError(
+                f"{fn}: `loss_weights` must have one weight per loss type ({len(types)}); "
+                f"got {len(weights)}"
+            )
         weights = tuple(check_number(fn, "loss_weights", w, lambda v: v >= 0 and np.isfinite(v),
                                      "a list of numbers >= 0") for w in weights)
     beta = check_number(fn, "beta", beta, lambda b: b > 0 and np.isfinite(b), "a positive number")
     check_choice(fn, "f_divergence_type", f_divergence_type, F_DIVERGENCE_TYPES)
     if f_divergence_type != "reverse_kl" and not set(types) <= set(_F_DIVERGENCE_LOSS_TYPES):
-        raise ValueError(f"{fn}: `f_divergence_type={f_divergence_type!r}` applies only to the loss types "
-                         f"{', '.join(map(repr, _F_DIVERGENCE_LOSS_TYPES))} (the others have no f-divergence "
-                         f"form); got loss_type={list(types)}")
-    alpha = check_number(fn, "f_alpha_divergence_coef", f_alpha_divergence_coef, np.isfinite, "a finite number")
+        raise ValueError(
+            f"{fn}: `f_divergence_type={f_divergence_type!r}` applies only to the loss types "
+            f"{', '.join(map(repr, _F_DIVERGENCE_LOSS_TYPES))} (the others have no f-divergence "
+            f"form); got loss_type={list(types)}"
+        )
+    alpha = check_number(
+        fn, "f_alpha_divergence_coef", f_alpha_divergence_coef, np.isfinite, "a finite number"
+    )
     if "robust" in types:
-        rule, expect = (lambda e: 0.0 <= e < 0.5), "in [0, 0.5) for 'robust' (a label-flip probability)"
+        rule, expect = (
+            lambda e: 0.0 <= e < 0.5
+        ), "in [0, 0.5) for 'robust' (a label-flip probability)"
     elif "exo_pair" in types:
-        rule, expect = (lambda e: 0.0 < e < 1.0), "in (0, 1) for 'exo_pair' (the EXO paper suggests 1e-3)"
+        rule, expect = (
+            lambda e: 0.0 < e < 1.0
+        ), "in (0, 1) for 'exo_pair' (the EXO paper suggests 1e-3)"
     else:
         rule, expect = (lambda e: 0.0 <= e < 1.0), "in [0, 1)"
     eps = check_number(fn, "label_smoothing", label_smoothing, rule, expect)
     if isinstance(eps, float) and eps != 0.0 and not set(types) & set(_SMOOTHED_LOSS_TYPES):
-        raise ValueError(f"{fn}: `label_smoothing` is read only by the loss types "
-                         f"{', '.join(map(repr, _SMOOTHED_LOSS_TYPES))}; got {eps} with loss_type={list(types)}")
-    tau = check_number(fn, "discopop_tau", discopop_tau, lambda v: v > 0 and np.isfinite(v), "a positive number")
+        raise ValueError(
+            f"{fn}: `label_smoothing` is read only by the loss types "
+            f"{', '.join(map(repr, _SMOOTHED_LOSS_TYPES))}; got {eps} with loss_type={list(types)}"
+        )
+    tau = check_number(
+        fn, "discopop_tau", discopop_tau, lambda v: v > 0 and np.isfinite(v), "a positive number"
+    )
     if ld_alpha is not None:
-        ld_alpha = check_number(fn, "ld_alpha", ld_alpha, lambda v: 0.0 <= v <= 1.0, "None or a number in [0, 1]")
+        ld_alpha = check_number(
+            fn, "ld_alpha", ld_alpha, lambda v: 0.0 <= v <= 1.0, "None or a number in [0, 1]"
+        )
     use_weighting = check_flag(fn, "use_weighting", use_weighting)
     if use_weighting:
         sorted_types = [t for t in types if t in ("aot", "aot_unpaired")]
         if sorted_types:
-            raise ValueError(f"{fn}: `use_weighting=True` cannot weight {sorted_types[0]!r}: it sorts the pairs, so "
-                             f"a pair's weight has no slot to go to")
+            raise ValueError(
+                f"{fn}: `use_weighting=True` cannot weight {sorted_types[0]!r}: it sorts the pairs,"
+                " so a pair's weight has no slot to go to"
+            )
         why = "when use_weighting=True (WPO needs log sum_v pi(v)^2 at every token)"
         check_present(fn, "log_sum_sq_probs_chosen", log_sum_sq_probs_chosen, why)
         check_present(fn, "log_sum_sq_probs_rejected", log_sum_sq_probs_rejected, why)
@@ -198,7 +267,8 @@ def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chos
             pos = jnp.cumsum(side["keep"].astype(jnp.int32), axis=-1)
             return jnp.where(side["keep"], jnp.where(pos <= shared, 1.0, ld_alpha), 0.0).astype(ct)
         w_c, w_r = ld(c), ld(r)
-    lr_c = (w_c * (c["pol"] - c["ref"])).sum(-1)  # per-token differences first: a small margin keeps its digits
+    # per-token differences first: a small margin keeps its digits
+    lr_c = (w_c * (c["pol"] - c["ref"])).sum(-1)
     lr_r = (w_r * (r["pol"] - r["ref"])).sum(-1)
     s_c, s_r = _f_scores(lr_c, f_divergence_type, alpha), _f_scores(lr_r, f_divergence_type, alpha)
     delta = s_c - s_r
@@ -253,12 +323,19 @@ def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chos
     metrics = {}
     for t, wt in zip(types, weights):
         v = per_type[t] if omega is None else per_type[t] * omega
-        total, count = _mean_parts(axis_name, v, slots if t in ("aot", "aot_unpaired") else valid, ct)
+        total, count = _mean_parts(
+            axis_name, v, slots if t in ("aot", "aot_unpaired") else valid, ct
+        )
         metrics[f"{t}_loss"] = _div(total, count, ct)
         loss = loss + wt * metrics[f"{t}_loss"]
     rc, rr, acc, npairs, nall = sum_over(
-        axis_name, jnp.where(valid, beta * lr_c, 0).sum(), jnp.where(valid, beta * lr_r, 0).sum(),
-        (valid & (lr_c > lr_r)).astype(ct).sum(), valid.astype(jnp.int32).sum(), jnp.int32(valid.shape[0]))
+        axis_name,
+        jnp.where(valid, beta * lr_c, 0).sum(),
+        jnp.where(valid, beta * lr_r, 0).sum(),
+        (valid & (lr_c > lr_r)).astype(ct).sum(),
+        valid.astype(jnp.int32).sum(),
+        jnp.int32(valid.shape[0]),
+    )
     metrics.update(rewards_chosen=_div(rc, npairs, ct), rewards_rejected=_div(rr, npairs, ct),
                    reward_margin=_div(rc - rr, npairs, ct), reward_accuracy=_div(acc, npairs, ct),
                    pairs=npairs.astype(ct), empty_pairs=(nall - npairs).astype(ct))
@@ -268,7 +345,8 @@ def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chos
 
 # %% ../../nbs/03o_preference_family.ipynb #5361f65f
 def _tokens(fn, names, policy, ref, mask, extra=None):
-    "One side's checked arrays in the compute dtype, zero at masked positions (selected before arithmetic)."
+    """One side's checked arrays in the compute dtype, zero at masked positions (selected before
+    arithmetic)."""
     policy_name, ref_name, mask_name = names
     pol = as_float(fn, policy_name, policy)
     check_rank(fn, policy_name, pol, 2, layout="[P, T]")
@@ -281,7 +359,9 @@ def _tokens(fn, names, policy, ref, mask, extra=None):
     keep = as_mask(fn, mask, pol.shape, name=mask_name, like=policy_name)
     ct = stat_dtype(jnp.result_type(*dtypes))
     sel = lambda x: jnp.where(keep, x, jnp.zeros((), x.dtype)).astype(ct)  # noqa: E731
-    side = dict(pol=sel(pol), keep=keep, n=count_kept(keep, axis=-1), ct=ct, out=jnp.result_type(*dtypes))
+    side = dict(
+        pol=sel(pol), keep=keep, n=count_kept(keep, axis=-1), ct=ct, out=jnp.result_type(*dtypes)
+    )
     if r is not None:
         side["ref"] = jax.lax.stop_gradient(sel(r))
     if extra is not None:
@@ -292,14 +372,37 @@ def _tokens(fn, names, policy, ref, mask, extra=None):
     return side
 
 
-def _pair_sides(fn, policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen, mask_rejected,
-                extra_chosen=None, extra_rejected=None):
+def _pair_sides(
+    fn,
+    policy_chosen,
+    policy_rejected,
+    ref_chosen,
+    ref_rejected,
+    mask_chosen,
+    mask_rejected,
+    extra_chosen=None,
+    extra_rejected=None,
+):
     "Both sides of the pairs, checked, in one compute dtype; and the result dtype."
-    c = _tokens(fn, ("policy_chosen", "ref_chosen", "mask_chosen"), policy_chosen, ref_chosen, mask_chosen,
-                extra_chosen)
-    r = _tokens(fn, ("policy_rejected", "ref_rejected", "mask_rejected"), policy_rejected, ref_rejected,
-                mask_rejected, extra_rejected)
-    check_rows(fn, "policy_rejected", r["pol"], c["pol"].shape[0], per="pair (row of `policy_chosen`)")
+    c = _tokens(
+        fn,
+        ("policy_chosen", "ref_chosen", "mask_chosen"),
+        policy_chosen,
+        ref_chosen,
+        mask_chosen,
+        extra_chosen,
+    )
+    r = _tokens(
+        fn,
+        ("policy_rejected", "ref_rejected", "mask_rejected"),
+        policy_rejected,
+        ref_rejected,
+        mask_rejected,
+        extra_rejected,
+    )
+    check_rows(
+        fn, "policy_rejected", r["pol"], c["pol"].shape[0], per="pair (row of `policy_chosen`)"
+    )
     ct = jnp.promote_types(c["ct"], r["ct"])
     for s in (c, r):
         for k in ("pol", "ref", "extra"):
@@ -310,7 +413,9 @@ def _pair_sides(fn, policy_chosen, policy_rejected, ref_chosen, ref_rejected, ma
 
 def _mean_parts(axis_name, values, valid, ct):
     "The sum of `values` over the valid entries and their number, both summed over `axis_name`."
-    return sum_over(axis_name, jnp.where(valid, values, 0).astype(ct).sum(), valid.astype(jnp.int32).sum())
+    return sum_over(
+        axis_name, jnp.where(valid, values, 0).astype(ct).sum(), valid.astype(jnp.int32).sum()
+    )
 
 
 def _div(total, count, ct):
@@ -319,7 +424,8 @@ def _div(total, count, ct):
 
 
 def _chosen_nll(axis_name, c, ct):
-    "-log pi_theta of the chosen responses: the mean over every kept chosen token of the (global) batch."
+    """-log pi_theta of the chosen responses: the mean over every kept chosen token of the (global)
+    batch."""
     total, count = sum_over(axis_name, -c["pol"].sum(), c["n"].sum())
     return _div(total, count, ct)
 
@@ -331,8 +437,20 @@ def _float32_metrics(metrics):
 KTO_LOSS_TYPES = ("kto", "apo_zero_unpaired")
 
 
-def kto_loss(policy_log_probs, ref_log_probs, mask, label, kl_policy_log_probs=None, kl_ref_log_probs=None,
-             kl_mask=None, beta=0.1, desirable_weight=1.0, undesirable_weight=1.0, loss_type="kto", axis_name=None):
+def kto_loss(
+    policy_log_probs,
+    ref_log_probs,
+    mask,
+    label,
+    kl_policy_log_probs=None,
+    kl_ref_log_probs=None,
+    kl_mask=None,
+    beta=0.1,
+    desirable_weight=1.0,
+    undesirable_weight=1.0,
+    loss_type="kto",
+    axis_name=None,
+):
     """KTO (or unpaired APO-zero): mean over completions of the desirable / undesirable sigmoid losses around z_ref.
 
     Parameters
@@ -365,22 +483,36 @@ def kto_loss(policy_log_probs, ref_log_probs, mask, label, kl_policy_log_probs=N
     Returns
     -------
     tuple
-        (scalar loss in the log-probabilities' result dtype; float32 metrics: "kl" (z_ref), "rewards_chosen",
-        "rewards_rejected" (means of beta r over the desirable and undesirable completions), "desirable",
-        "undesirable" (counts), "empty" (completions with no token, left out))
+        (scalar loss in the log-probabilities' result dtype; float32 metrics: "kl" (z_ref),
+        "rewards_chosen", "rewards_rejected" (means of beta r over the desirable and undesirable
+        completions), "desirable", "undesirable" (counts), "empty" (completions with no token, left
+        out))
 
     Source
     ------
-    Ethayarajh et al. 2024, arXiv:2402.01306 (KTO); D'Oosterlinck et al. 2024, arXiv:2408.06266v5 (APO);
-    huggingface/trl 1.16.0, trl/trainer/kto_trainer.py (KTOTrainer._compute_loss).
+    Ethayarajh et al. 2024, arXiv:2402.01306 (KTO); D'Oosterlinck et al. 2024, arXiv:2408.06266v5
+    (APO); huggingface/trl 1.16.0, trl/trainer/kto_trainer.py (KTOTrainer._compute_loss).
     """
     fn = "kto_loss"
     check_choice(fn, "loss_type", loss_type, KTO_LOSS_TYPES)
     beta = check_number(fn, "beta", beta, lambda b: b > 0 and np.isfinite(b), "a positive number")
-    wd = check_number(fn, "desirable_weight", desirable_weight, lambda v: v >= 0 and np.isfinite(v), "a number >= 0")
-    wu = check_number(fn, "undesirable_weight", undesirable_weight, lambda v: v >= 0 and np.isfinite(v),
-                      "a number >= 0")
-    s = _tokens(fn, ("policy_log_probs", "ref_log_probs", "mask"), policy_log_probs, ref_log_probs, mask)
+    wd = check_number(
+        fn,
+        "desirable_weight",
+        desirable_weight,
+        lambda v: v >= 0 and np.isfinite(v),
+        "a number >= 0",
+    )
+    wu = check_number(
+        fn,
+        "undesirable_weight",
+        undesirable_weight,
+        lambda v: v >= 0 and np.isfinite(v),
+        "a number >= 0",
+    )
+    s = _tokens(
+        fn, ("policy_log_probs", "ref_log_probs", "mask"), policy_log_probs, ref_log_probs, mask
+    )
     ct, out = s["ct"], s["out"]
     B = s["pol"].shape[0]
     lab = as_mask(fn, label, (B,), name="label", like="policy_log_probs's rows, [B]")
@@ -388,44 +520,65 @@ def kto_loss(policy_log_probs, ref_log_probs, mask, label, kl_policy_log_probs=N
     given = (kl_policy_log_probs, kl_ref_log_probs, kl_mask)
     if loss_type == "kto":
         for nm, v in zip(names, given):
-            check_present(fn, nm, v, "for loss_type='kto' (z_ref is the KL of mismatched completions)")
+            check_present(
+                fn, nm, v, "for loss_type='kto' (z_ref is the KL of mismatched completions)"
+            )
         k = _tokens(fn, names, *given)
         tot, cnt = _mean_parts(axis_name, (k["pol"] - k["ref"]).astype(ct).sum(-1), k["n"] > 0, ct)
         z_ref = jax.lax.stop_gradient(jnp.maximum(_div(tot, cnt, ct), 0.0))
     else:
         for nm, v in zip(names, given):
-            check_absent(fn, nm, v, "for loss_type='apo_zero_unpaired' (it has no KL reference point)")
+            check_absent(
+                fn, nm, v, "for loss_type='apo_zero_unpaired' (it has no KL reference point)"
+            )
         z_ref = jnp.zeros((), ct)
     lr = (s["pol"] - s["ref"]).sum(-1)
     valid = s["n"] > 0
     if loss_type == "kto":
-        good, bad = 1.0 - jax.nn.sigmoid(beta * (lr - z_ref)), 1.0 - jax.nn.sigmoid(beta * (z_ref - lr))
+        good, bad = 1.0 - jax.nn.sigmoid(beta * (lr - z_ref)), 1.0 - jax.nn.sigmoid(
+            beta * (z_ref - lr)
+        )
     else:
         good, bad = 1.0 - jax.nn.sigmoid(beta * lr), jax.nn.sigmoid(beta * lr)
     total, count = _mean_parts(axis_name, jnp.where(lab, wd * good, wu * bad), valid, ct)
     g, b = valid & lab, valid & ~lab
-    rc, nc, rr, nr, nall = sum_over(axis_name, jnp.where(g, beta * lr, 0).sum(), g.astype(jnp.int32).sum(),
-                                    jnp.where(b, beta * lr, 0).sum(), b.astype(jnp.int32).sum(), jnp.int32(B))
-    metrics = dict(kl=z_ref, rewards_chosen=_div(rc, nc, ct), rewards_rejected=_div(rr, nr, ct),
-                   desirable=nc.astype(ct), undesirable=nr.astype(ct), empty=(nall - count).astype(ct))
+    rc, nc, rr, nr, nall = sum_over(
+        axis_name,
+        jnp.where(g, beta * lr, 0).sum(),
+        g.astype(jnp.int32).sum(),
+        jnp.where(b, beta * lr, 0).sum(),
+        b.astype(jnp.int32).sum(),
+        jnp.int32(B),
+    )
+    metrics = dict(
+        kl=z_ref,
+        rewards_chosen=_div(rc, nc, ct),
+        rewards_rejected=_div(rr, nr, ct),
+        desirable=nc.astype(ct),
+        undesirable=nr.astype(ct),
+        empty=(nall - count).astype(ct),
+    )
     return _div(total, count, ct).astype(out), _float32_metrics(metrics)
 
 # %% ../../nbs/03o_preference_family.ipynb #1c243f63
 CPO_LOSS_TYPES = ("sigmoid", "hinge", "ipo", "simpo", "alphapo")
-ORPO_LOG_PROB_CAP = -1e-6  # log(1 - e^x) is taken at min(x, cap): finite at x = 0, a response of probability one
+# log(1 - e^x) is taken at min(x, cap): finite at x = 0, a response of probability one
+ORPO_LOG_PROB_CAP = -1e-6
 
 
-def _ref_free_sides(fn, policy_chosen, policy_rejected, mask_chosen, mask_rejected):
-    c = _tokens(fn, ("policy_chosen", None, "mask_chosen"), policy_chosen, None, mask_chosen)
-    r = _tokens(fn, ("policy_rejected", None, "mask_rejected"), policy_rejected, None, mask_rejected)
-    check_rows(fn, "policy_rejected", r["pol"], c["pol"].shape[0], per="pair (row of `policy_chosen`)")
-    ct = jnp.promote_types(c["ct"], r["ct"])
-    c["pol"], r["pol"] = c["pol"].astype(ct), r["pol"].astype(ct)
-    return c, r, ct, jnp.result_type(c["out"], r["out"])
-
-
-def cpo_loss(policy_chosen, policy_rejected, mask_chosen, mask_rejected, beta=0.1, loss_type="sigmoid",
-             label_smoothing=0.0, cpo_alpha=1.0, simpo_gamma=0.5, alpha=0.0, axis_name=None):
+def cpo_loss(
+    policy_chosen,
+    policy_rejected,
+    mask_chosen,
+    mask_rejected,
+    beta=0.1,
+    loss_type="sigmoid",
+    label_smoothing=0.0,
+    cpo_alpha=1.0,
+    simpo_gamma=0.5,
+    alpha=0.0,
+    axis_name=None,
+):
     """CPO, SimPO and AlphaPO (TRL's CPOTrainer): a reference-free pair loss plus cpo_alpha times the chosen NLL.
 
     Parameters
@@ -449,30 +602,37 @@ def cpo_loss(policy_chosen, policy_rejected, mask_chosen, mask_rejected, beta=0.
     simpo_gamma
         SimPO's target margin gamma (0.5)
     alpha
-        AlphaPO's alpha: the reward (1 - p^-alpha) / alpha of p = e^s (0.0: the log-probability itself)
+        AlphaPO's alpha: the reward (1 - p^-alpha) / alpha of p = e^s (0.0: the log-probability
+        itself)
     axis_name
         None, or the mapped data-parallel axis
 
     Returns
     -------
     tuple
-        (scalar loss; float32 metrics "preference_loss", "nll_loss", "rewards_chosen", "rewards_rejected",
-        "reward_accuracy", "pairs", "empty_pairs")
+        (scalar loss; float32 metrics "preference_loss", "nll_loss", "rewards_chosen",
+        "rewards_rejected", "reward_accuracy", "pairs", "empty_pairs")
 
     Source
     ------
-    Xu et al. 2024, arXiv:2401.08417 (CPO); Meng et al. 2024, arXiv:2405.14734 (SimPO); Gupta et al. 2025,
-    arXiv:2501.03884 (AlphaPO); huggingface/trl 1.16.0, trl/experimental/cpo/cpo_trainer.py.
+    Xu et al. 2024, arXiv:2401.08417 (CPO); Meng et al. 2024, arXiv:2405.14734 (SimPO); Gupta et al.
+    2025, arXiv:2501.03884 (AlphaPO); huggingface/trl 1.16.0, trl/experimental/cpo/cpo_trainer.py.
     """
     fn = "cpo_loss"
     check_choice(fn, "loss_type", loss_type, CPO_LOSS_TYPES)
     if loss_type == "alphapo":  # TRL's CPOConfig: AlphaPO is SimPO without the NLL term
         loss_type, cpo_alpha = "simpo", 0.0
     beta = check_number(fn, "beta", beta, lambda b: b > 0 and np.isfinite(b), "a positive number")
-    eps = check_number(fn, "label_smoothing", label_smoothing, lambda e: 0.0 <= e < 1.0, "in [0, 1)")
+    eps = check_number(
+        fn, "label_smoothing", label_smoothing, lambda e: 0.0 <= e < 1.0, "in [0, 1)"
+    )
     if isinstance(eps, float) and eps != 0.0 and loss_type in ("hinge", "ipo"):
-        raise ValueError(f"{fn}: `label_smoothing` is not read by loss_type={loss_type!r}; got {eps}")
-    lam = check_number(fn, "cpo_alpha", cpo_alpha, lambda v: v >= 0 and np.isfinite(v), "a number >= 0")
+        raise ValueError(
+            f"{fn}: `label_smoothing` is not read by loss_type={loss_type!r}; got {eps}"
+        )
+    lam = check_number(
+        fn, "cpo_alpha", cpo_alpha, lambda v: v >= 0 and np.isfinite(v), "a number >= 0"
+    )
     gamma = check_number(fn, "simpo_gamma", simpo_gamma, np.isfinite, "a finite number")
     a = check_number(fn, "alpha", alpha, np.isfinite, "a finite number")
     c, r, ct, out = _ref_free_sides(fn, policy_chosen, policy_rejected, mask_chosen, mask_rejected)
@@ -483,7 +643,8 @@ def cpo_loss(policy_chosen, policy_rejected, mask_chosen, mask_rejected, beta=0.
     zero = a == 0.0
     a_safe = jnp.where(zero, 1.0, a)
 
-    def reward(x):  # AlphaPO: (1 - p^-alpha) / alpha = -expm1(-alpha x) / alpha; the log-prob at alpha = 0
+    # AlphaPO: (1 - p^-alpha) / alpha = -expm1(-alpha x) / alpha; the log-prob at alpha = 0
+    def reward(x):
         return jnp.where(zero, x, -jnp.expm1(-a_safe * x) / a_safe)
     u = reward(x_c) - reward(x_r)
     if loss_type == "simpo":
@@ -505,9 +666,17 @@ def cpo_loss(policy_chosen, policy_rejected, mask_chosen, mask_rejected, beta=0.
     return (pref + lam * nll).astype(out), _float32_metrics(metrics)
 
 
-def _log1mexp(x):
-    "log(1 - e^x) for x < 0, by the branch at -log 2 that keeps both halves accurate."
-    return jnp.where(x < -0.6931471805599453, jnp.log1p(-jnp.exp(x)), jnp.log(-jnp.expm1(x)))
+def _ref_free_sides(fn, policy_chosen, policy_rejected, mask_chosen, mask_rejected):
+    c = _tokens(fn, ("policy_chosen", None, "mask_chosen"), policy_chosen, None, mask_chosen)
+    r = _tokens(
+        fn, ("policy_rejected", None, "mask_rejected"), policy_rejected, None, mask_rejected
+    )
+    check_rows(
+        fn, "policy_rejected", r["pol"], c["pol"].shape[0], per="pair (row of `policy_chosen`)"
+    )
+    ct = jnp.promote_types(c["ct"], r["ct"])
+    c["pol"], r["pol"] = c["pol"].astype(ct), r["pol"].astype(ct)
+    return c, r, ct, jnp.result_type(c["out"], r["out"])
 
 
 def orpo_loss(policy_chosen, policy_rejected, mask_chosen, mask_rejected, beta=0.1, axis_name=None):
@@ -531,8 +700,8 @@ def orpo_loss(policy_chosen, policy_rejected, mask_chosen, mask_rejected, beta=0
     Returns
     -------
     tuple
-        (scalar loss; float32 metrics "nll_loss", "log_odds_ratio" (mean log sigmoid(log odds)), "log_odds_chosen"
-        (mean log odds), "reward_accuracy", "pairs", "empty_pairs")
+        (scalar loss; float32 metrics "nll_loss", "log_odds_ratio" (mean log sigmoid(log odds)),
+        "log_odds_chosen" (mean log odds), "reward_accuracy", "pairs", "empty_pairs")
 
     Source
     ------
@@ -545,21 +714,50 @@ def orpo_loss(policy_chosen, policy_rejected, mask_chosen, mask_rejected, beta=0
     valid = (c["n"] + r["n"]) > 0
     x_c = c["pol"].sum(-1) / jnp.maximum(c["n"], 1).astype(ct)
     x_r = r["pol"].sum(-1) / jnp.maximum(r["n"], 1).astype(ct)
-    log_odds = (x_c - x_r) - (_log1mexp(clamp(x_c, hi=ORPO_LOG_PROB_CAP)) - _log1mexp(clamp(x_r, hi=ORPO_LOG_PROB_CAP)))
+    log_odds = (x_c - x_r) - (
+        _log1mexp(clamp(x_c, hi=ORPO_LOG_PROB_CAP)) - _log1mexp(clamp(x_r, hi=ORPO_LOG_PROB_CAP))
+    )
     total, count = _mean_parts(axis_name, jax.nn.log_sigmoid(log_odds), valid, ct)
     ratio, nll = _div(total, count, ct), _chosen_nll(axis_name, c, ct)
-    lo, acc, nall = sum_over(axis_name, jnp.where(valid, log_odds, 0).sum(), (valid & (x_c > x_r)).astype(ct).sum(),
-                             jnp.int32(valid.shape[0]))
-    metrics = dict(nll_loss=nll, log_odds_ratio=ratio, log_odds_chosen=_div(lo, count, ct),
-                   reward_accuracy=_div(acc, count, ct), pairs=count.astype(ct), empty_pairs=(nall - count).astype(ct))
+    lo, acc, nall = sum_over(
+        axis_name,
+        jnp.where(valid, log_odds, 0).sum(),
+        (valid & (x_c > x_r)).astype(ct).sum(),
+        jnp.int32(valid.shape[0]),
+    )
+    metrics = dict(
+        nll_loss=nll,
+        log_odds_ratio=ratio,
+        log_odds_chosen=_div(lo, count, ct),
+        reward_accuracy=_div(acc, count, ct),
+        pairs=count.astype(ct),
+        empty_pairs=(nall - count).astype(ct),
+    )
     return (nll - beta * ratio).astype(out), _float32_metrics(metrics)
+
+
+def _log1mexp(x):
+    "log(1 - e^x) for x < 0, by the branch at -log 2 that keeps both halves accurate."
+    return jnp.where(x < -0.6931471805599453, jnp.log1p(-jnp.exp(x)), jnp.log(-jnp.expm1(x)))
 
 # %% ../../nbs/03o_preference_family.ipynb #649e7ff8
 TPO_LOSS_TYPES = ("sigmoid", "hinge", "ipo", "tpo-l")
 
 
-def tpo_loss(policy_chosen, policy_rejected, mask_chosen, mask_rejected, policy_gold=None, mask_gold=None, beta=0.01,
-             loss_type="sigmoid", label_smoothing=0.0, tpo_alpha=1.0, tpo_l_gamma=0.5, axis_name=None):
+def tpo_loss(
+    policy_chosen,
+    policy_rejected,
+    mask_chosen,
+    mask_rejected,
+    policy_gold=None,
+    mask_gold=None,
+    beta=0.01,
+    loss_type="sigmoid",
+    label_smoothing=0.0,
+    tpo_alpha=1.0,
+    tpo_l_gamma=0.5,
+    axis_name=None,
+):
     """TPO and TPO-L (TRL's TPOTrainer): a reference-free pair loss plus tpo_alpha times the gold response's NLL.
 
     Parameters
@@ -573,8 +771,8 @@ def tpo_loss(policy_chosen, policy_rejected, mask_chosen, mask_rejected, policy_
     mask_rejected
         [P, T_r] 0/1
     policy_gold
-        None (only with tpo_alpha = 0, a host number), or [P, T_g] floating: log pi_theta of the gold responses'
-        tokens (TRL's `reference` column: a response, not a reference model)
+        None (only with tpo_alpha = 0, a host number), or [P, T_g] floating: log pi_theta of the
+        gold responses' tokens (TRL's `reference` column: a response, not a reference model)
     mask_gold
         None with policy_gold, or [P, T_g] 0/1
     beta
@@ -593,21 +791,27 @@ def tpo_loss(policy_chosen, policy_rejected, mask_chosen, mask_rejected, policy_
     Returns
     -------
     tuple
-        (scalar loss; float32 metrics "preference_loss", "nll_loss", "rewards_chosen", "rewards_rejected",
-        "reward_accuracy", "pairs", "empty_pairs")
+        (scalar loss; float32 metrics "preference_loss", "nll_loss", "rewards_chosen",
+        "rewards_rejected", "reward_accuracy", "pairs", "empty_pairs")
 
     Source
     ------
-    Saeidi et al. 2024, arXiv:2405.16681v2 (TPO, TPO-L); huggingface/trl@v1.16.0:trl/experimental/tpo/tpo_trainer.py
-    (TPOTrainer._compute_loss).
+    Saeidi et al. 2024, arXiv:2405.16681v2 (TPO, TPO-L);
+    huggingface/trl@v1.16.0:trl/experimental/tpo/tpo_trainer.py (TPOTrainer._compute_loss).
     """
     fn = "tpo_loss"
     check_choice(fn, "loss_type", loss_type, TPO_LOSS_TYPES)
     beta = check_number(fn, "beta", beta, lambda b: b > 0 and np.isfinite(b), "a positive number")
-    eps = check_number(fn, "label_smoothing", label_smoothing, lambda e: 0.0 <= e < 1.0, "in [0, 1)")
+    eps = check_number(
+        fn, "label_smoothing", label_smoothing, lambda e: 0.0 <= e < 1.0, "in [0, 1)"
+    )
     if isinstance(eps, float) and eps != 0.0 and loss_type in ("hinge", "ipo"):
-        raise ValueError(f"{fn}: `label_smoothing` is not read by loss_type={loss_type!r}; got {eps}")
-    lam = check_number(fn, "tpo_alpha", tpo_alpha, lambda v: v >= 0 and np.isfinite(v), "a number >= 0")
+        raise ValueError(
+            f"{fn}: `label_smoothing` is not read by loss_type={loss_type!r}; got {eps}"
+        )
+    lam = check_number(
+        fn, "tpo_alpha", tpo_alpha, lambda v: v >= 0 and np.isfinite(v), "a number >= 0"
+    )
     gamma = check_number(fn, "tpo_l_gamma", tpo_l_gamma, np.isfinite, "a finite number")
     c, r, ct, out = _ref_free_sides(fn, policy_chosen, policy_rejected, mask_chosen, mask_rejected)
     if policy_gold is None:
@@ -618,7 +822,9 @@ def tpo_loss(policy_chosen, policy_rejected, mask_chosen, mask_rejected, policy_
     else:
         check_present(fn, "mask_gold", mask_gold, "with policy_gold")
         gd = _tokens(fn, ("policy_gold", None, "mask_gold"), policy_gold, None, mask_gold)
-        check_rows(fn, "policy_gold", gd["pol"], c["pol"].shape[0], per="pair (row of `policy_chosen`)")
+        check_rows(
+            fn, "policy_gold", gd["pol"], c["pol"].shape[0], per="pair (row of `policy_chosen`)"
+        )
         ct = jnp.promote_types(ct, gd["ct"])
         out = jnp.result_type(out, gd["out"])
         gd["pol"] = gd["pol"].astype(ct)
@@ -638,17 +844,33 @@ def tpo_loss(policy_chosen, policy_rejected, mask_chosen, mask_rejected, policy_
         per = (u - 1.0 / (2.0 * beta)) ** 2
     total, count = _mean_parts(axis_name, per, valid, ct)
     pref = _div(total, count, ct)
-    rc, rr, acc, nall = sum_over(axis_name, jnp.where(valid, beta * x_c, 0).sum(), jnp.where(valid, beta * x_r, 0).sum(),
-                                 (valid & (x_c > x_r)).astype(ct).sum(), jnp.int32(valid.shape[0]))
+    rc, rr, acc, nall = sum_over(
+        axis_name,
+        jnp.where(valid, beta * x_c, 0).sum(),
+        jnp.where(valid, beta * x_r, 0).sum(),
+        (valid & (x_c > x_r)).astype(ct).sum(),
+        jnp.int32(valid.shape[0]),
+    )
     metrics = dict(preference_loss=pref, nll_loss=nll, rewards_chosen=_div(rc, count, ct),
                    rewards_rejected=_div(rr, count, ct), reward_accuracy=_div(acc, count, ct),
                    pairs=count.astype(ct), empty_pairs=(nall - count).astype(ct))
     return (pref + lam * nll).astype(out), _float32_metrics(metrics)
 
 # %% ../../nbs/03o_preference_family.ipynb #6a330a13
-def dpo_sft_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen, mask_rejected,
-                 reference_policy_kl_penalty=0.05, preference_loss_weight=1.0, sft_loss_weight=0.0,
-                 preference_average_log_probs=False, sft_average_log_probs=False, axis_name=None):
+def dpo_sft_loss(
+    policy_chosen,
+    policy_rejected,
+    ref_chosen,
+    ref_rejected,
+    mask_chosen,
+    mask_rejected,
+    reference_policy_kl_penalty=0.05,
+    preference_loss_weight=1.0,
+    sft_loss_weight=0.0,
+    preference_average_log_probs=False,
+    sft_average_log_probs=False,
+    axis_name=None,
+):
     """NeMo-RL's DPO loss: preference_loss_weight * DPO + sft_loss_weight * the chosen NLL, both means over pairs.
 
     Parameters
@@ -681,24 +903,33 @@ def dpo_sft_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_
     Returns
     -------
     tuple
-        (scalar loss; float32 metrics with NeMo-RL's names: "preference_loss", "sft_loss", "accuracy",
-        "rewards_chosen_mean", "rewards_rejected_mean" (log-ratios without beta), and "pairs", "empty_pairs")
+        (scalar loss; float32 metrics with NeMo-RL's names: "preference_loss", "sft_loss",
+        "accuracy", "rewards_chosen_mean", "rewards_rejected_mean" (log-ratios without beta), and
+        "pairs", "empty_pairs")
 
     Source
     ------
-    NVIDIA-NeMo/RL@7ea279abfbeb:nemo_rl/algorithms/loss/loss_functions.py (DPOLossFn); Pang et al. 2024,
-    arXiv:2404.19733 (RPO).
+    NVIDIA-NeMo/RL@7ea279abfbeb:nemo_rl/algorithms/loss/loss_functions.py (DPOLossFn); Pang et al.
+    2024, arXiv:2404.19733 (RPO).
     """
     fn = "dpo_sft_loss"
     beta = check_number(fn, "reference_policy_kl_penalty", reference_policy_kl_penalty,
                         lambda b: b > 0 and np.isfinite(b), "a positive number")
-    wp = check_number(fn, "preference_loss_weight", preference_loss_weight, lambda v: v >= 0 and np.isfinite(v),
-                      "a number >= 0")
-    ws = check_number(fn, "sft_loss_weight", sft_loss_weight, lambda v: v >= 0 and np.isfinite(v), "a number >= 0")
+    wp = check_number(
+        fn,
+        "preference_loss_weight",
+        preference_loss_weight,
+        lambda v: v >= 0 and np.isfinite(v),
+        "a number >= 0",
+    )
+    ws = check_number(
+        fn, "sft_loss_weight", sft_loss_weight, lambda v: v >= 0 and np.isfinite(v), "a number >= 0"
+    )
     pavg = check_flag(fn, "preference_average_log_probs", preference_average_log_probs)
     savg = check_flag(fn, "sft_average_log_probs", sft_average_log_probs)
-    c, r, ct, out = _pair_sides(fn, policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen,
-                                mask_rejected)
+    c, r, ct, out = _pair_sides(
+        fn, policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen, mask_rejected
+    )
     valid = (c["n"] + r["n"]) > 0
     len_c, len_r = jnp.maximum(c["n"], 1).astype(ct), jnp.maximum(r["n"], 1).astype(ct)
     rew_c, rew_r = (c["pol"] - c["ref"]).sum(-1), (r["pol"] - r["ref"]).sum(-1)
@@ -713,7 +944,13 @@ def dpo_sft_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_
     acc, mc, mr, nall = sum_over(axis_name, (valid & (rew_c > rew_r)).astype(ct).sum(),
                                  jnp.where(valid, rew_c, 0).sum(), jnp.where(valid, rew_r, 0).sum(),
                                  jnp.int32(valid.shape[0]))
-    metrics = dict(preference_loss=pref, sft_loss=sft_loss, accuracy=_div(acc, count, ct),
-                   rewards_chosen_mean=_div(mc, count, ct), rewards_rejected_mean=_div(mr, count, ct),
-                   pairs=count.astype(ct), empty_pairs=(nall - count).astype(ct))
+    metrics = dict(
+        preference_loss=pref,
+        sft_loss=sft_loss,
+        accuracy=_div(acc, count, ct),
+        rewards_chosen_mean=_div(mc, count, ct),
+        rewards_rejected_mean=_div(mr, count, ct),
+        pairs=count.astype(ct),
+        empty_pairs=(nall - count).astype(ct),
+    )
     return (wp * pref + ws * sft_loss).astype(out), _float32_metrics(metrics)

@@ -78,4 +78,6 @@ def sequence_log_ratio(log_probs, old_log_probs, mask, segments=None) -> jax.Arr
     old_kept = jnp.where(keep, old.astype(ct), 0)
     pooled = segment_mean(jax.lax.stop_gradient(lp_kept - old_kept), keep, segments)
     per_token = lp_kept - jax.lax.stop_gradient(lp_kept) + pooled
-    return jnp.where(pooled > SEQUENCE_LOG_RATIO_MAX, SEQUENCE_LOG_RATIO_MAX, per_token).astype(dtype)
+    return jnp.where(pooled > SEQUENCE_LOG_RATIO_MAX, SEQUENCE_LOG_RATIO_MAX, per_token).astype(
+        dtype
+    )

@@ -8,8 +8,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._checks import (as_float, as_mask, check_band, check_choice, check_flag, check_number, check_present,
-                            check_rank, check_same_shape, stat_dtype)
+from .._checks import (as_float, as_mask, check_band, check_choice, check_flag, check_number,
+                            check_present, check_rank, check_same_shape, stat_dtype)
 from .._ops import clamp, sum_over
 from .ratios import LOG_RATIO_CLAMP
 
@@ -20,14 +20,18 @@ __all__ = ['ROLLOUT_IS_LEVELS', 'ROLLOUT_IS_MODES', 'ROLLOUT_RS_OPTIONS', 'OPSM_
 # %% ../../nbs/03l_rollout_correction.ipynb #db9c6253
 def _log_ratio(fn: str, old_log_probs, behavior_log_probs, mask, old_name: str = "old_log_probs",
                behavior_name: str = "behavior_log_probs"):
-    "Checked inputs -> (detached log ratio old - behavior, zero outside the mask; keep; output dtype)."
+    """Checked inputs -> (detached log ratio old - behavior, zero outside the mask; keep; output
+    dtype)."""
     old = as_float(fn, old_name, old_log_probs)
     beh = as_float(fn, behavior_name, behavior_log_probs)
     check_same_shape(fn, behavior_name, beh, old_name, old)
     keep = as_mask(fn, mask, old.shape, like=old_name)
     out = jnp.result_type(old, beh)
     ct = stat_dtype(out)
-    old, beh = (jax.lax.stop_gradient(jnp.where(keep, a, jnp.zeros((), a.dtype))).astype(ct) for a in (old, beh))
+    old, beh = (
+        jax.lax.stop_gradient(jnp.where(keep, a, jnp.zeros((), a.dtype))).astype(ct)
+        for a in (old, beh)
+    )
     return old - beh, keep, out
 
 
@@ -40,7 +44,8 @@ def _pmin(axis_name, x):
 
 
 class _Stats:
-    "Masked statistics over the valid tokens and the non-empty rows of the whole (global) batch; 0 over nothing."
+    """Masked statistics over the valid tokens and the non-empty rows of the whole (global) batch; 0
+    over nothing."""
 
     def __init__(self, keep, dtype, axis_name):
         self.keep, self.dtype, self.axis_name = keep, dtype, axis_name
@@ -76,12 +81,14 @@ class _Stats:
         return self._extreme(x, self.rows, self.r, False)
 
     def token_std(self, x):
-        "Population standard deviation over the valid tokens, two passes; 0 for fewer than two (verl's)."
+        """Population standard deviation over the valid tokens, two passes; 0 for fewer than two
+        (verl's)."""
         m = self.token_mean(x)
         return jnp.where(self.n > 1, jnp.sqrt(self.token_mean(jnp.square(x - m))), 0)
 
     def row_std(self, x):
-        "Sample (Bessel) standard deviation over the non-empty rows, two passes; 0 for fewer than two."
+        """Sample (Bessel) standard deviation over the non-empty rows, two passes; 0 for fewer than
+        two."""
         m = self.row_mean(x)
         (ss,) = sum_over(self.axis_name, jnp.where(self.rows, jnp.square(x - m), 0).sum())
         return jnp.where(self.r > 1, jnp.sqrt(ss / jnp.maximum(self.r - 1, 1)), 0)
@@ -122,35 +129,50 @@ def _bounded(rho, lower, upper, mode):
 
 
 def _is_weights(log_ratio, keep, level, mode, lower, upper):
-    "The family's kernel: (weights [B, T], zero outside keep; the raw unit ratio; the unit log ratio)."
+    """The family's kernel: (weights [B, T], zero outside keep; the raw unit ratio; the unit log
+    ratio)."""
     unit = _unit_log_ratio(log_ratio, keep, level)
     raw = jnp.exp(clamp(unit, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
     return jnp.where(keep, _bounded(raw, lower, upper, mode), 0), raw, unit
 
 # %% ../../nbs/03l_rollout_correction.ipynb #77eb86c9
-def rollout_is_weights(old_log_probs, behavior_log_probs, mask, rollout_is: str = "token",
-                       rollout_is_threshold=2.0, rollout_is_threshold_lower=None, rollout_is_mode: str = "truncate",
-                       rollout_is_batch_normalize: bool = False, axis_name=None) -> tuple:
-    """Detached importance weights pi_old / pi_rollout at the token, sequence or geometric-mean level, truncated or masked to [C_min, C_max].
+def rollout_is_weights(
+    old_log_probs,
+    behavior_log_probs,
+    mask,
+    rollout_is: str = "token",
+    rollout_is_threshold=2.0,
+    rollout_is_threshold_lower=None,
+    rollout_is_mode: str = "truncate",
+    rollout_is_batch_normalize: bool = False,
+    axis_name=None,
+) -> tuple:
+    """Detached importance weights pi_old / pi_rollout at the token, sequence or geometric level.
+
+    Truncated or masked to [C_min, C_max].
 
     Parameters
     ----------
     old_log_probs
         [B, T] log pi_old of the sampled tokens, as the trainer computes them
     behavior_log_probs
-        [B, T] log pi_rollout of the same tokens, as the sampler reported them (verl's rollout_log_probs)
+        [B, T] log pi_rollout of the same tokens, as the sampler reported them (verl's
+        rollout_log_probs)
     mask
         [B, T] 0/1; the weights are 0 outside it
     rollout_is
-        "token" (rho_t), "sequence" (the product of the row's rho_t) or "geometric_mean" (its geometric mean)
+        "token" (rho_t), "sequence" (the product of the row's rho_t) or "geometric_mean" (its
+        geometric mean)
     rollout_is_threshold
         C_max > 0 (inf allowed), or None for no upper bound; a traced scalar is accepted
     rollout_is_threshold_lower
         C_min > 0, or None for no lower bound; a traced scalar is accepted
     rollout_is_mode
-        "truncate": clamp the unit's ratio to [C_min, C_max]; "mask": keep it inside the band, 0 outside
+        "truncate": clamp the unit's ratio to [C_min, C_max]; "mask": keep it inside the band, 0
+        outside
     rollout_is_batch_normalize
-        divide the weights by their mean over the batch (tokens; rows for the sequence levels), verl's
+        divide the weights by their mean over the batch (tokens; rows for the sequence levels),
+        verl's
     axis_name
         data-parallel axis: the metrics and the normalisation are over the global batch
 
@@ -161,15 +183,20 @@ def rollout_is_weights(old_log_probs, behavior_log_probs, mask, rollout_is: str 
 
     Source
     ------
-    Yao et al. 2025, "Your Efficient RL Framework Secretly Brings You Off-Policy RL Training" (blog);
-    Liu et al. 2025, "When Speed Kills Stability" (blog); verl 0.9.1 rollout_corr_helper.py.
+    Yao et al. 2025, "Your Efficient RL Framework Secretly Brings You Off-Policy RL Training"
+    (blog); Liu et al. 2025, "When Speed Kills Stability" (blog); verl 0.9.1 rollout_corr_helper.py.
     """
     fn = "rollout_is_weights"
     check_choice(fn, "rollout_is", rollout_is, ROLLOUT_IS_LEVELS)
     check_choice(fn, "rollout_is_mode", rollout_is_mode, ROLLOUT_IS_MODES)
     normalize = check_flag(fn, "rollout_is_batch_normalize", rollout_is_batch_normalize)
-    lo, hi = check_band(fn, "rollout_is_threshold_lower", rollout_is_threshold_lower, "rollout_is_threshold",
-                        rollout_is_threshold)
+    lo, hi = check_band(
+        fn,
+        "rollout_is_threshold_lower",
+        rollout_is_threshold_lower,
+        "rollout_is_threshold",
+        rollout_is_threshold,
+    )
     log_ratio, keep, out = _log_ratio(fn, old_log_probs, behavior_log_probs, mask)
     check_rank(fn, "old_log_probs", log_ratio, 2)
     ct = log_ratio.dtype
@@ -192,15 +219,20 @@ def rollout_is_weights(old_log_probs, behavior_log_probs, mask, rollout_is: str 
         m["rollout_is_ratio_fraction_low"] = st.row_mean(below[:, 0].astype(ct))
     m["rollout_is_std"] = st.token_std(w)
     w2 = st.token_mean(jnp.square(w))
-    m["rollout_is_eff_sample_size"] = jnp.where(w2 > 0, jnp.square(m["rollout_is_mean"]) / jnp.where(w2 > 0, w2, 1), 0)
+    m["rollout_is_eff_sample_size"] = jnp.where(
+        w2 > 0, jnp.square(m["rollout_is_mean"]) / jnp.where(w2 > 0, w2, 1), 0
+    )
     seq_w = st.per_row_mean(w)
     seq_raw = st.per_row_mean(jnp.broadcast_to(raw, keep.shape))
     m["rollout_is_seq_mean"], m["rollout_is_seq_std"] = st.row_mean(seq_w), st.row_std(seq_w)
     m["rollout_is_seq_max"], m["rollout_is_seq_min"] = st.row_max(seq_w), st.row_min(seq_w)
     m["rollout_is_seq_max_deviation"] = st.row_max(jnp.abs(seq_w - 1))
-    m["rollout_is_seq_fraction_high"] = st.row_mean((seq_raw > hi).astype(ct) if hi is not None else seq_raw * 0)
-    m["rollout_is_seq_fraction_low"] = st.row_mean((seq_raw < lo_metric).astype(ct) if lo_metric is not None
-                                                   else seq_raw * 0)
+    m["rollout_is_seq_fraction_high"] = st.row_mean(
+        (seq_raw > hi).astype(ct) if hi is not None else seq_raw * 0
+    )
+    m["rollout_is_seq_fraction_low"] = st.row_mean(
+        (seq_raw < lo_metric).astype(ct) if lo_metric is not None else seq_raw * 0
+    )
     outside = never if lo is None else raw < lo
     outside = outside if hi is None else outside | (raw > hi)
     m["rollout_is_oob_ratio"] = st.token_mean(jnp.broadcast_to(outside, keep.shape).astype(ct))
@@ -219,14 +251,17 @@ ROLLOUT_RS_OPTIONS = ("token_k1", "token_k2", "token_k3", "token_ratio",
 
 
 def _rs_options(fn: str, rollout_rs) -> list:
-    "verl's comma-separated string (or a sequence) of options, checked, duplicates removed, order kept."
+    """verl's comma-separated string (or a sequence) of options, checked, duplicates removed, order
+    kept."""
     if isinstance(rollout_rs, str):
         names = rollout_rs.split(",")
     elif isinstance(rollout_rs, (tuple, list)):
         names = list(rollout_rs)
     else:
-        raise ValueError(f"{fn}: `rollout_rs` must be an option name, a comma-separated string of them or a "
-                         f"tuple of them; got {rollout_rs!r}")
+        raise ValueError(
+            f"{fn}: `rollout_rs` must be an option name, a comma-separated string of them or a "
+            f"tuple of them; got {rollout_rs!r}"
+        )
     out = []
     for n in names:
         n = n.strip() if isinstance(n, str) else n
@@ -244,16 +279,21 @@ def _per_option(fn: str, name: str, value, k: int) -> list:
     "One value shared by every option, or a tuple/list of exactly one per option."
     if isinstance(value, (tuple, list)):
         if len(value) != k:
-            raise ValueError(f"{fn}: `{name}` must be one value shared by the {k} options, or {k} values (one per "
-                             f"option); got {len(value)}")
+            raise ValueError(
+                f"{fn}: `{name}` must be one value shared by the {k} options, or {k} values (one"
+                f" per option); got {len(value)}"
+            )
         return list(value)
     return [value] * k
 
 
 def _rs_statistic(option: str, safe, keep):
-    "(per-token statistic [B, T], the row statistic broadcast where the option is a sequence one; row [B] or None)."
+    """(per-token statistic [B, T], the row statistic broadcast where the option is a sequence one;
+    row [B] or None)."""
     scope, div = option.rsplit("_", 1)
-    tok = {"k1": -safe, "k2": 0.5 * jnp.square(safe), "k3": jnp.expm1(safe) - safe, "ratio": safe}[div]
+    tok = {"k1": -safe, "k2": 0.5 * jnp.square(safe), "k3": jnp.expm1(safe) - safe, "ratio": safe}[
+        div
+    ]
     tok = jnp.where(keep, tok, 0)
     if scope == "token":
         return tok, None
@@ -266,9 +306,18 @@ def _rs_statistic(option: str, safe, keep):
     return jnp.broadcast_to(row[:, None], tok.shape), row
 
 # %% ../../nbs/03l_rollout_correction.ipynb #e84d7830
-def rollout_rejection_mask(old_log_probs, behavior_log_probs, mask, rollout_rs, rollout_rs_threshold,
-                           rollout_rs_threshold_lower=None, axis_name=None) -> tuple:
-    """Reject tokens or whole rows whose sampler-vs-trainer divergence (k1, k2, k3 or the ratio) leaves a band; verl's `rollout_rs`, chainable.
+def rollout_rejection_mask(
+    old_log_probs,
+    behavior_log_probs,
+    mask,
+    rollout_rs,
+    rollout_rs_threshold,
+    rollout_rs_threshold_lower=None,
+    axis_name=None,
+) -> tuple:
+    """Reject tokens or whole rows whose sampler-vs-trainer divergence leaves a band (verl's `rollout_rs`).
+
+    The divergence is k1, k2, k3 or the ratio; the rejections chain.
 
     Parameters
     ----------
@@ -279,24 +328,27 @@ def rollout_rejection_mask(old_log_probs, behavior_log_probs, mask, rollout_rs, 
     mask
         [B, T] 0/1: the tokens that count
     rollout_rs
-        one of ROLLOUT_RS_OPTIONS, a comma-separated string of them or a tuple; every option must pass
+        one of ROLLOUT_RS_OPTIONS, a comma-separated string of them or a tuple; every option must
+        pass
     rollout_rs_threshold
-        C_max > 0, one shared by the options or a tuple of one per option: a bound on the ratio for the
-        k1 and ratio options, on the divergence for k2 and k3; traced scalars are accepted
+        C_max > 0, one shared by the options or a tuple of one per option: a bound on the ratio for
+        the k1 and ratio options, on the divergence for k2 and k3; traced scalars are accepted
     rollout_rs_threshold_lower
-        C_min > 0 or None, shared or per option: None is 1 / C_max for k1 and ratio options, no bound for k2, k3
+        C_min > 0 or None, shared or per option: None is 1 / C_max for k1 and ratio options, no
+        bound for k2, k3
     axis_name
         data-parallel axis: the metrics are over the global batch
 
     Returns
     -------
     tuple
-        (mask [B, T] in `mask`'s dtype with the rejected tokens zeroed, detached; dict of scalar metrics)
+        (mask [B, T] in `mask`'s dtype with the rejected tokens zeroed, detached; dict of scalar
+        metrics)
 
     Source
     ------
-    verl 0.9.1 rollout_corr_helper.py (compute_rollout_rejection_mask); Schulman 2020, "Approximating KL
-    Divergence" (blog).
+    verl 0.9.1 rollout_corr_helper.py (compute_rollout_rejection_mask); Schulman 2020,
+    "Approximating KL Divergence" (blog).
     """
     fn = "rollout_rejection_mask"
     options = _rs_options(fn, rollout_rs)
@@ -312,7 +364,9 @@ def rollout_rejection_mask(old_log_probs, behavior_log_probs, mask, rollout_rs, 
     kept, m = keep, {}
     for option, upper, lower in zip(options, uppers, lowers):
         check_present(fn, "rollout_rs_threshold", upper, f"for option {option!r}")
-        lower, upper = check_band(fn, "rollout_rs_threshold_lower", lower, "rollout_rs_threshold", upper)
+        lower, upper = check_band(
+            fn, "rollout_rs_threshold_lower", lower, "rollout_rs_threshold", upper
+        )
         if option.endswith(("_k1", "_ratio")):   # a band of ratios, compared in log space
             lo_t, hi_t = jnp.log(1.0 / upper if lower is None else lower), jnp.log(upper)
         else:
@@ -327,7 +381,9 @@ def rollout_rejection_mask(old_log_probs, behavior_log_probs, mask, rollout_rs, 
         if row is None:
             m[f"{p}_max"], m[f"{p}_min"] = st.token_max(tok), st.token_min(tok)
             m[f"{p}_fraction_high"] = st.token_mean((tok > hi_t).astype(ct))
-            m[f"{p}_fraction_low"] = zero if lo_t is None else st.token_mean((tok < lo_t).astype(ct))
+            m[f"{p}_fraction_low"] = (
+                zero if lo_t is None else st.token_mean((tok < lo_t).astype(ct))
+            )
         else:
             m[f"{p}_max"], m[f"{p}_min"] = st.row_max(row), st.row_min(row)
             m[f"{p}_fraction_high"] = st.row_mean((row > hi_t).astype(ct))
@@ -349,17 +405,27 @@ def rollout_rejection_mask(old_log_probs, behavior_log_probs, mask, rollout_rs, 
 OPSM_SCOPES = ("sequence", "token")
 
 
-def opsm_mask(log_probs, behavior_log_probs, advantages, mask, off_policy_mask_threshold, scope: str = "sequence",
-              axis_name=None) -> tuple:
-    """DeepSeek-V3.2's off-policy sequence mask: drop a row whose advantage is negative and whose mean log pi_rollout - log pi_theta exceeds delta.
+def opsm_mask(
+    log_probs,
+    behavior_log_probs,
+    advantages,
+    mask,
+    off_policy_mask_threshold,
+    scope: str = "sequence",
+    axis_name=None,
+) -> tuple:
+    """DeepSeek-V3.2's off-policy sequence mask.
+
+    Drops a row whose advantage is negative and whose mean log pi_rollout - log pi_theta exceeds
+    delta.
 
     Parameters
     ----------
     log_probs
         [B, T] log pi_theta of the sampled tokens (read detached)
     behavior_log_probs
-        [B, T] log pi_rollout of the same tokens (TRL's; slime passes the trainer's old log-probs unless
-        --use-rollout-logprobs)
+        [B, T] log pi_rollout of the same tokens (TRL's; slime passes the trainer's old log-probs
+        unless --use-rollout-logprobs)
     advantages
         [B, T] advantages (read detached)
     mask
@@ -367,15 +433,16 @@ def opsm_mask(log_probs, behavior_log_probs, advantages, mask, off_policy_mask_t
     off_policy_mask_threshold
         delta >= 0 (TRL's name; slime's opsm_delta); a traced scalar is accepted
     scope
-        "sequence": the row's mean advantage decides (TRL); "token": each token's own advantage (slime, Relax)
+        "sequence": the row's mean advantage decides (TRL); "token": each token's own advantage
+        (slime, Relax)
     axis_name
         data-parallel axis: the metrics are over the global batch
 
     Returns
     -------
     tuple
-        (mask [B, T] in `mask`'s dtype with the dropped tokens zeroed, detached; {"opsm_masked_fraction",
-        "opsm_seq_masked_fraction"})
+        (mask [B, T] in `mask`'s dtype with the dropped tokens zeroed, detached;
+        {"opsm_masked_fraction", "opsm_seq_masked_fraction"})
 
     Source
     ------
@@ -383,8 +450,13 @@ def opsm_mask(log_probs, behavior_log_probs, advantages, mask, off_policy_mask_t
     """
     fn = "opsm_mask"
     check_choice(fn, "scope", scope, OPSM_SCOPES)
-    delta = check_number(fn, "off_policy_mask_threshold", off_policy_mask_threshold, lambda v: v >= 0.0,
-                         "a number >= 0")
+    delta = check_number(
+        fn,
+        "off_policy_mask_threshold",
+        off_policy_mask_threshold,
+        lambda v: v >= 0.0,
+        "a number >= 0",
+    )
     log_ratio, keep, out = _log_ratio(fn, log_probs, behavior_log_probs, mask, old_name="log_probs")
     check_rank(fn, "log_probs", log_ratio, 2)
     adv = as_float(fn, "advantages", advantages)
@@ -392,7 +464,8 @@ def opsm_mask(log_probs, behavior_log_probs, advantages, mask, off_policy_mask_t
     ct = log_ratio.dtype
     adv = jax.lax.stop_gradient(jnp.where(keep, adv.astype(ct), 0))
     st = _Stats(keep, ct, axis_name)
-    drift = -st.per_row_mean(log_ratio)                      # mean of log pi_rollout - log pi_theta per row
+    # mean of log pi_rollout - log pi_theta per row
+    drift = -st.per_row_mean(log_ratio)
     negative = (adv.sum(axis=-1) < 0)[:, None] if scope == "sequence" else adv < 0
     drop = keep & negative & (drift > delta)[:, None]
     m = {"opsm_masked_fraction": st.token_mean(drop.astype(ct)),

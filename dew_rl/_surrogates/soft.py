@@ -17,7 +17,9 @@ from .ratios import LOG_RATIO_CLAMP
 __all__ = ['sapo_terms', 'cispo_terms']
 
 # %% ../../nbs/03d_soft_surrogates.ipynb #72d1fa79
-def sapo_terms(log_ratio, advantages, mask, tau_pos: float = 1.0, tau_neg: float = 1.05) -> jax.Array:
+def sapo_terms(
+    log_ratio, advantages, mask, tau_pos: float = 1.0, tau_neg: float = 1.05
+) -> jax.Array:
     """Per-token SAPO loss -(4 / tau) * sigmoid(tau * (rho - 1)) * A, tau = tau_pos where A > 0 else tau_neg.
 
     Parameters
@@ -39,8 +41,10 @@ def sapo_terms(log_ratio, advantages, mask, tau_pos: float = 1.0, tau_neg: float
         [B, T] per-token loss, zero outside the mask, in the result dtype of the inputs
     """
     fn = "sapo_terms"
-    tp, tn = (check_number(fn, name, v, lambda f: 0.0 < f < float("inf"), "a positive finite number")
-              for name, v in (("tau_pos", tau_pos), ("tau_neg", tau_neg)))
+    tp, tn = (
+        check_number(fn, name, v, lambda f: 0.0 < f < float("inf"), "a positive finite number")
+        for name, v in (("tau_pos", tau_pos), ("tau_neg", tau_neg))
+    )
     x, adv, keep, ct, rt = surrogate_inputs(fn, log_ratio, advantages, mask)
     rho = jnp.exp(clamp(x, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
     tau = jnp.where(adv > 0, jnp.asarray(tp, ct), jnp.asarray(tn, ct))
@@ -48,7 +52,9 @@ def sapo_terms(log_ratio, advantages, mask, tau_pos: float = 1.0, tau_neg: float
     return jnp.where(keep, -gate * adv, 0).astype(rt)
 
 # %% ../../nbs/03d_soft_surrogates.ipynb #dd8deae9
-def cispo_terms(log_ratio, log_probs, advantages, mask, epsilon_low: float = 1.0, epsilon_high: float = 4.0) -> tuple:
+def cispo_terms(
+    log_ratio, log_probs, advantages, mask, epsilon_low: float = 1.0, epsilon_high: float = 4.0
+) -> tuple:
     """Per-token CISPO loss -sg(clip(rho, 1 - epsilon_low, 1 + epsilon_high)) * A * log_probs.
 
     Parameters

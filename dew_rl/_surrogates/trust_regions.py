@@ -14,7 +14,8 @@ from .._checks import check_number, renamed_argument
 from .._ops import clamp, count_kept, larger, smaller, sum_over
 from .ppo import clipped_surrogate_terms
 from .ratios import LOG_RATIO_CLAMP
-from .weighted import _nonnegative_number, _positive_number, _ratio_of, _token_inputs
+from .weighted import (_nonnegative_number, _positive_number, _ratio_of,
+                                         _token_inputs)
 
 # %% auto #0
 __all__ = ['gmpo_terms', 'sequence_product_terms', 'clip_cov_terms', 'kl_cov_terms', 'm2po_loss_mask', 'm2po_clip_bounds',
@@ -41,7 +42,8 @@ def gmpo_terms(log_ratio, advantages, mask, epsilon_low=0.4, epsilon_high=0.4) -
     Returns
     -------
     tuple
-        (terms [B, T]: the row's loss at each kept token, {"clipped": bool [B, T], the binding side})
+        (terms [B, T]: the row's loss at each kept token, {"clipped": bool [B, T], the binding
+        side})
 
     Source
     ------
@@ -50,7 +52,9 @@ def gmpo_terms(log_ratio, advantages, mask, epsilon_low=0.4, epsilon_high=0.4) -
     fn = "gmpo_terms"
     lo = _nonnegative_number(fn, "epsilon_low", epsilon_low)
     hi = _nonnegative_number(fn, "epsilon_high", epsilon_high)
-    a, keep, ct, rt = _token_inputs(fn, mask, ("log_ratio",), log_ratio=log_ratio, advantages=advantages)
+    a, keep, ct, rt = _token_inputs(
+        fn, mask, ("log_ratio",), log_ratio=log_ratio, advantages=advantages
+    )
     x, adv = a["log_ratio"], a["advantages"]
     n = jnp.maximum(count_kept(keep, axis=-1), 1).astype(ct)[:, None]
     x_clip = jnp.where(adv > 0, smaller(x, hi), jnp.where(adv < 0, larger(x, -lo), 0.0))
@@ -60,13 +64,16 @@ def gmpo_terms(log_ratio, advantages, mask, epsilon_low=0.4, epsilon_high=0.4) -
     return jnp.where(keep, -seq_adv * ratio, 0).astype(rt), {"clipped": clipped}
 
 # %% ../../nbs/03j_sequence_trust_regions.ipynb #737a24f3
-def sequence_product_terms(log_ratio, advantages, mask, epsilon_low=0.2, epsilon_high=0.2, dual_clip=None) -> tuple:
+def sequence_product_terms(
+    log_ratio, advantages, mask, epsilon_low=0.2, epsilon_high=0.2, dual_clip=None
+) -> tuple:
     """PPO-clipped loss of the sequence-product ratio exp(sum_t x_t), per row, at every kept token of the row.
 
     Parameters
     ----------
     log_ratio
-        [B, T] per-token log pi_theta - log pi_old (differentiable); summed over each row's kept tokens
+        [B, T] per-token log pi_theta - log pi_old (differentiable); summed over each row's kept
+        tokens
     advantages
         [B, T] advantages (their masked row mean is the sequence advantage); data
     mask
@@ -81,23 +88,33 @@ def sequence_product_terms(log_ratio, advantages, mask, epsilon_low=0.2, epsilon
     Returns
     -------
     tuple
-        (terms [B, T], {"clipped", "dual_clipped"}: bool [B, T], the row's events at its kept tokens)
+        (terms [B, T], {"clipped", "dual_clipped"}: bool [B, T], the row's events at its kept
+        tokens)
 
     Source
     ------
     Ahmadian et al. 2024, arXiv:2402.14740v2 (TRL `RLOOTrainer._compute_loss`)
     """
     fn = "sequence_product_terms"
-    a, keep, ct, rt = _token_inputs(fn, mask, ("log_ratio",), log_ratio=log_ratio, advantages=advantages)
+    a, keep, ct, rt = _token_inputs(
+        fn, mask, ("log_ratio",), log_ratio=log_ratio, advantages=advantages
+    )
     x, adv = a["log_ratio"], a["advantages"]
     rows = keep.any(axis=-1, keepdims=True)
     n = jnp.maximum(count_kept(keep, axis=-1), 1).astype(ct)[:, None]
-    terms, ind = clipped_surrogate_terms(x.sum(axis=-1, keepdims=True), adv.sum(axis=-1, keepdims=True) / n, rows,
-                                         epsilon_low, epsilon_high, dual_clip)
+    terms, ind = clipped_surrogate_terms(
+        x.sum(axis=-1, keepdims=True),
+        adv.sum(axis=-1, keepdims=True) / n,
+        rows,
+        epsilon_low,
+        epsilon_high,
+        dual_clip,
+    )
     return jnp.where(keep, terms, 0).astype(rt), {k: keep & v for k, v in ind.items()}
 
 # %% ../../nbs/03j_sequence_trust_regions.ipynb #8b3bbb99
-_NONNEG_KEY = 0x80000000  # _order_key(+0.0): every key below it is a negative number (or a negative NaN)
+# _order_key(+0.0): every key below it is a negative number (or a negative NaN)
+_NONNEG_KEY = 0x80000000
 
 
 def _order_key(x) -> jax.Array:
@@ -118,7 +135,8 @@ def _largest_key(predicate) -> jax.Array:
     Parameters
     ----------
     predicate
-        callable uint32 scalar -> bool scalar; may contain collectives (it runs 32 times, once per bit)
+        callable uint32 scalar -> bool scalar; may contain collectives (it runs 32 times, once per
+        bit)
 
     Returns
     -------
@@ -134,50 +152,28 @@ def _largest_key(predicate) -> jax.Array:
 def _top_k_select(keys, candidates, k, axis_name=None) -> jax.Array:
     """The `k` candidates with the largest uint32 `keys` over every shard of `axis_name` (bool, shape of `keys`).
 
-    All candidates when there are fewer than `k`; candidates tied with the k-th key are all selected. `k` may be
-    a traced scalar.
+    All candidates when there are fewer than `k`; candidates tied with the k-th key are all
+    selected. `k` may be a traced scalar.
     """
     count = lambda u: sum_over(axis_name, count_kept(candidates & (keys >= u)))[0]
     u = _largest_key(lambda u: count(u) >= k)
     return candidates & (keys >= u)
 
 # %% ../../nbs/03j_sequence_trust_regions.ipynb #80879c33
-def _check_key(fn: str, key) -> jax.Array:
-    "A single jax.random key (typed, or a legacy uint32[2]), or `ValueError`: a random subset needs one."
-    if key is None:
-        raise ValueError(f"{fn}: `key` is required (a jax.random key, so that the random subset is reproducible); "
-                         "got None")
-    key = key if isinstance(key, jax.Array) else jnp.asarray(key)
-    typed = jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
-    if not (typed and key.shape == ()) and not (key.dtype == jnp.uint32 and key.shape == (2,)):
-        raise ValueError(f"{fn}: `key` must be one jax.random key (jax.random.key(seed) or jax.random.PRNGKey(seed)); "
-                         f"got dtype {key.dtype} and shape {list(key.shape)}")
-    return key
-
-
-def _row_priorities(key, shape, axis_name=None) -> jax.Array:
-    """uint32 [B, T] random priorities, the same for a token however the rows are sharded over `axis_name`.
-
-    Row i of the shard at position p draws from fold_in(key, p * B + i) (rows split contiguously across shards).
-    """
-    B, T = shape
-    offset = 0 if axis_name is None else jax.lax.axis_index(axis_name) * B
-    rows = jnp.arange(B) + offset
-    return jax.vmap(lambda i: jax.random.bits(jax.random.fold_in(key, i), (T,), jnp.uint32))(rows)
-
-
-def _token_covariance(advantages, log_probs, keep, ct, axis_name=None) -> tuple:
-    "Detached (A - mean A)(log pi - mean log pi), means over every valid token of every shard; and that count N."
-    adv, lp = jax.lax.stop_gradient(advantages), jax.lax.stop_gradient(log_probs)
-    n, s_a, s_l = sum_over(axis_name, count_kept(keep).astype(ct), jnp.where(keep, adv, 0).sum(),
-                           jnp.where(keep, lp, 0).sum())
-    d = jnp.maximum(n, 1)
-    return jnp.where(keep, (adv - s_a / d) * (lp - s_l / d), 0), n
-
-
 @renamed_argument(clip_ratio_low="epsilon_low", clip_ratio_high="epsilon_high")
-def clip_cov_terms(log_ratio, log_probs, advantages, mask, key, epsilon_low=0.2, epsilon_high=0.2,
-                   clip_cov_ratio=0.0002, clip_cov_lb=1.0, clip_cov_ub=5.0, axis_name=None) -> tuple:
+def clip_cov_terms(
+    log_ratio,
+    log_probs,
+    advantages,
+    mask,
+    key,
+    epsilon_low=0.2,
+    epsilon_high=0.2,
+    clip_cov_ratio=0.0002,
+    clip_cov_lb=1.0,
+    clip_cov_ub=5.0,
+    axis_name=None,
+) -> tuple:
     """Clip-Cov: PPO terms (no dual clip) with a random k of the tokens whose covariance is in (lb, ub) removed.
 
     Parameters
@@ -191,7 +187,8 @@ def clip_cov_terms(log_ratio, log_probs, advantages, mask, key, epsilon_low=0.2,
     mask
         [B, T] 0/1 loss mask
     key
-        a jax.random key: the random subset (the same key selects the same tokens however rows are sharded)
+        a jax.random key: the random subset (the same key selects the same tokens however rows are
+        sharded)
     epsilon_low
         PPO's lower clip offset, in [0, 1)
     epsilon_high
@@ -208,7 +205,8 @@ def clip_cov_terms(log_ratio, log_probs, advantages, mask, key, epsilon_low=0.2,
     Returns
     -------
     tuple
-        (terms [B, T], {"clipped": PPO's clip binds, "cov_clipped": removed by Clip-Cov}), bool [B, T]
+        (terms [B, T], {"clipped": PPO's clip binds, "cov_clipped": removed by Clip-Cov}), bool [B,
+        T]
 
     Source
     ------
@@ -216,20 +214,70 @@ def clip_cov_terms(log_ratio, log_probs, advantages, mask, key, epsilon_low=0.2,
     """
     fn = "clip_cov_terms"
     key = _check_key(fn, key)
-    ratio = check_number(fn, "clip_cov_ratio", clip_cov_ratio, lambda v: 0.0 < v <= 1.0, "in (0, 1]")
+    ratio = check_number(
+        fn, "clip_cov_ratio", clip_cov_ratio, lambda v: 0.0 < v <= 1.0, "in (0, 1]"
+    )
     lb = check_number(fn, "clip_cov_lb", clip_cov_lb, math.isfinite, "a finite number")
     ub = check_number(fn, "clip_cov_ub", clip_cov_ub, math.isfinite, "a finite number")
-    a, keep, ct, rt = _token_inputs(fn, mask, ("log_ratio",), log_ratio=log_ratio, log_probs=log_probs,
-                                   advantages=advantages)
-    terms, ind = clipped_surrogate_terms(log_ratio, advantages, mask, epsilon_low, epsilon_high, None)
+    a, keep, ct, rt = _token_inputs(
+        fn, mask, ("log_ratio",), log_ratio=log_ratio, log_probs=log_probs, advantages=advantages
+    )
+    terms, ind = clipped_surrogate_terms(
+        log_ratio, advantages, mask, epsilon_low, epsilon_high, None
+    )
     cov, n = _token_covariance(a["advantages"], a["log_probs"], keep, ct, axis_name)
     candidates = keep & ~ind["clipped"] & (cov > lb) & (cov < ub)
     k = jnp.maximum(jnp.floor(ratio * n), 1.0)
     selected = _top_k_select(_row_priorities(key, keep.shape, axis_name), candidates, k, axis_name)
-    return jnp.where(selected, 0, terms).astype(rt), {"clipped": ind["clipped"], "cov_clipped": selected}
+    return jnp.where(selected, 0, terms).astype(rt), {
+        "clipped": ind["clipped"],
+        "cov_clipped": selected,
+    }
 
 
-def kl_cov_terms(log_ratio, log_probs, advantages, mask, kl_cov_ratio=0.0002, ppo_kl_coef=0.1, axis_name=None) -> tuple:
+def _check_key(fn: str, key) -> jax.Array:
+    """A single jax.random key (typed, or a legacy uint32[2]), or `ValueError`: a random subset
+    needs one."""
+    if key is None:
+        raise ValueError(
+            f"{fn}: `key` is required (a jax.random key, so that the random subset is"
+            " reproducible); got None"
+        )
+    key = key if isinstance(key, jax.Array) else jnp.asarray(key)
+    typed = jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
+    if not (typed and key.shape == ()) and not (key.dtype == jnp.uint32 and key.shape == (2,)):
+        raise ValueError(
+            f"{fn}: `key` must be one jax.random key (jax.random.key(seed) or"
+            f" jax.random.PRNGKey(seed)); got dtype {key.dtype} and shape {list(key.shape)}"
+        )
+    return key
+
+
+def _row_priorities(key, shape, axis_name=None) -> jax.Array:
+    """uint32 [B, T] random priorities, the same for a token however the rows are sharded over `axis_name`.
+
+    Row i of the shard at position p draws from fold_in(key, p * B + i) (rows split contiguously
+    across shards).
+    """
+    B, T = shape
+    offset = 0 if axis_name is None else jax.lax.axis_index(axis_name) * B
+    rows = jnp.arange(B) + offset
+    return jax.vmap(lambda i: jax.random.bits(jax.random.fold_in(key, i), (T,), jnp.uint32))(rows)
+
+
+def _token_covariance(advantages, log_probs, keep, ct, axis_name=None) -> tuple:
+    """Detached (A - mean A)(log pi - mean log pi), means over every valid token of every shard; and
+    that count N."""
+    adv, lp = jax.lax.stop_gradient(advantages), jax.lax.stop_gradient(log_probs)
+    n, s_a, s_l = sum_over(axis_name, count_kept(keep).astype(ct), jnp.where(keep, adv, 0).sum(),
+                           jnp.where(keep, lp, 0).sum())
+    d = jnp.maximum(n, 1)
+    return jnp.where(keep, (adv - s_a / d) * (lp - s_l / d), 0), n
+
+
+def kl_cov_terms(
+    log_ratio, log_probs, advantages, mask, kl_cov_ratio=0.0002, ppo_kl_coef=0.1, axis_name=None
+) -> tuple:
     """KL-Cov: unclipped -A rho, plus ppo_kl_coef * |log ratio| on the k tokens of largest covariance.
 
     Parameters
@@ -261,26 +309,33 @@ def kl_cov_terms(log_ratio, log_probs, advantages, mask, kl_cov_ratio=0.0002, pp
     fn = "kl_cov_terms"
     ratio = check_number(fn, "kl_cov_ratio", kl_cov_ratio, lambda v: 0.0 < v <= 1.0, "in (0, 1]")
     coef = _nonnegative_number(fn, "ppo_kl_coef", ppo_kl_coef)
-    a, keep, ct, rt = _token_inputs(fn, mask, ("log_ratio",), log_ratio=log_ratio, log_probs=log_probs,
-                                   advantages=advantages)
+    a, keep, ct, rt = _token_inputs(
+        fn, mask, ("log_ratio",), log_ratio=log_ratio, log_probs=log_probs, advantages=advantages
+    )
     x, adv = a["log_ratio"], a["advantages"]
     base = -adv * _ratio_of(x)
     cov, n = _token_covariance(adv, a["log_probs"], keep, ct, axis_name)
-    selected = _top_k_select(_order_key(cov), keep, jnp.maximum(jnp.floor(ratio * n), 1.0), axis_name)
+    selected = _top_k_select(
+        _order_key(cov), keep, jnp.maximum(jnp.floor(ratio * n), 1.0), axis_name
+    )
     abs_x = jnp.sign(jax.lax.stop_gradient(x)) * x  # |x| with torch's derivative 0 at x = 0
     return jnp.where(selected, base + coef * abs_x, base).astype(rt), {"kl_penalised": selected}
 
 # %% ../../nbs/03j_sequence_trust_regions.ipynb #d698bb3e
 @renamed_argument(old_log_probs="behavior_log_probs")
-def m2po_loss_mask(behavior_log_probs, prox_log_probs, mask, m2_threshold, axis_name=None) -> jax.Array:
-    """AReaL's M2PO mask: drop the tokens of largest (behavior - prox)^2 until the mean of the rest is below m2_threshold.
+def m2po_loss_mask(
+    behavior_log_probs, prox_log_probs, mask, m2_threshold, axis_name=None
+) -> jax.Array:
+    """AReaL's M2PO mask: drop the tokens of largest (behavior - prox)^2.
+
+    Tokens are dropped until the mean of the rest is below m2_threshold.
 
     Parameters
     ----------
     behavior_log_probs
         [B, T] log-probs under the behaviour (sampling) policy; data. Formerly `old_log_probs`: that
-        keyword still works, deprecated (a `DeprecationWarning` once), as every other function calls the sampler
-        `behavior_log_probs`
+        keyword still works, deprecated (a `DeprecationWarning` once), as every other function calls
+        the sampler `behavior_log_probs`
     prox_log_probs
         [B, T] log-probs under the proximal policy; data
     mask
@@ -293,7 +348,8 @@ def m2po_loss_mask(behavior_log_probs, prox_log_probs, mask, m2_threshold, axis_
     Returns
     -------
     jax.Array
-        bool [B, T], the new loss mask (a subset of `mask`; at least the smallest second moment when `mask` keeps any)
+        bool [B, T], the new loss mask (a subset of `mask`; at least the smallest second moment when
+        `mask` keeps any)
 
     Source
     ------
@@ -301,7 +357,9 @@ def m2po_loss_mask(behavior_log_probs, prox_log_probs, mask, m2_threshold, axis_
     """
     fn = "m2po_loss_mask"
     tau = _positive_number(fn, "m2_threshold", m2_threshold)
-    a, keep, ct, rt = _token_inputs(fn, mask, (), behavior_log_probs=behavior_log_probs, prox_log_probs=prox_log_probs)
+    a, keep, ct, rt = _token_inputs(
+        fn, mask, (), behavior_log_probs=behavior_log_probs, prox_log_probs=prox_log_probs
+    )
     d = a["behavior_log_probs"] - a["prox_log_probs"]
     m2 = jnp.where(keep, d * d, 0)
     keys = _order_key(m2)
@@ -325,7 +383,9 @@ _M2PO_EPS = 1e-12         # Relax's guard on the sign of A, on rho - 1, and on t
 
 def m2po_clip_bounds(log_ratio, advantages, mask, kl2_budget, miniclip_low=0.3, miniclip_high=0.5,
                      axis_name=None) -> tuple:
-    """Relax's M2PO clip offsets: the clip level of |log ratio| that brings the harmful tokens' mean square to the budget.
+    """Relax's M2PO clip offsets: the clip level of |log ratio| that meets the budget.
+
+    The level brings the harmful tokens' mean square to the budget.
 
     Parameters
     ----------
@@ -347,7 +407,8 @@ def m2po_clip_bounds(log_ratio, advantages, mask, kl2_budget, miniclip_low=0.3, 
     Returns
     -------
     tuple
-        (epsilon_low, epsilon_high, {"m2po_m2_now", "m2po_m2_after"}): scalars in at least float32, no gradient
+        (epsilon_low, epsilon_high, {"m2po_m2_now", "m2po_m2_after"}): scalars in at least float32,
+        no gradient
 
     Source
     ------
@@ -360,14 +421,18 @@ def m2po_clip_bounds(log_ratio, advantages, mask, kl2_budget, miniclip_low=0.3, 
     a, keep, ct, rt = _token_inputs(fn, mask, (), log_ratio=log_ratio, advantages=advantages)
     x, adv = a["log_ratio"], a["advantages"]
     r = _ratio_of(x)
-    harmful = keep & (((adv > _M2PO_EPS) & (r > 1.0 + _M2PO_EPS)) | ((adv < -_M2PO_EPS) & (r < 1.0 - _M2PO_EPS)))
+    harmful = keep & (
+        ((adv > _M2PO_EPS) & (r > 1.0 + _M2PO_EPS)) | ((adv < -_M2PO_EPS) & (r < 1.0 - _M2PO_EPS))
+    )
     d2 = jnp.where(harmful, x * x, 0)
     n, total = sum_over(axis_name, count_kept(harmful).astype(ct), d2.sum())
     keys = _order_key(d2)
 
     def under_budget(u):  # sum over harmful tokens of min(delta^2, value(u)) is below b n
         low = harmful & (keys <= u)
-        s, c_high = sum_over(axis_name, jnp.where(low, d2, 0).sum(), count_kept(harmful & ~low).astype(ct))
+        s, c_high = sum_over(
+            axis_name, jnp.where(low, d2, 0).sum(), count_kept(harmful & ~low).astype(ct)
+        )
         return (u < jnp.uint32(_NONNEG_KEY)) | (s + _key_value(u).astype(ct) * c_high < budget * n)
 
     tau2 = jnp.max(jnp.where(harmful & (keys <= _largest_key(under_budget)), d2, 0))
@@ -377,14 +442,18 @@ def m2po_clip_bounds(log_ratio, advantages, mask, kl2_budget, miniclip_low=0.3, 
     tau = jnp.sqrt(tau2)
     m2_now = total / jnp.maximum(n, 1)
     no_clip = (n == 0) | (m2_now <= budget + _M2PO_EPS)
-    after = sum_over(axis_name, jnp.where(harmful, jnp.minimum(d2, tau2), 0).sum())[0] / jnp.maximum(n, 1)
+    after = sum_over(axis_name, jnp.where(harmful, jnp.minimum(d2, tau2), 0).sum())[
+        0
+    ] / jnp.maximum(n, 1)
     eps_low = jnp.maximum(1.0 - jnp.where(no_clip, 0.0, jnp.exp(-tau)), mlo)
     eps_high = jnp.maximum(jnp.where(no_clip, _M2PO_NO_CLIP, jnp.exp(tau)) - 1.0, mhi)
     stats = {"m2po_m2_now": m2_now, "m2po_m2_after": jnp.where(no_clip, m2_now, after)}
     return jax.lax.stop_gradient((eps_low, eps_high, stats))
 
 
-def m2po_terms(log_ratio, advantages, mask, kl2_budget, miniclip_low=0.3, miniclip_high=0.5, axis_name=None) -> tuple:
+def m2po_terms(
+    log_ratio, advantages, mask, kl2_budget, miniclip_low=0.3, miniclip_high=0.5, axis_name=None
+) -> tuple:
     """Relax's M2PO loss: PPO terms (no dual clip) with the offsets of m2po_clip_bounds.
 
     Parameters
@@ -413,5 +482,7 @@ def m2po_terms(log_ratio, advantages, mask, kl2_budget, miniclip_low=0.3, minicl
     ------
     Zheng et al. 2025, arXiv:2510.01161 (Relax `compute_m2po_loss`)
     """
-    lo, hi, _ = m2po_clip_bounds(log_ratio, advantages, mask, kl2_budget, miniclip_low, miniclip_high, axis_name)
+    lo, hi, _ = m2po_clip_bounds(
+        log_ratio, advantages, mask, kl2_budget, miniclip_low, miniclip_high, axis_name
+    )
     return clipped_surrogate_terms(log_ratio, advantages, mask, lo, hi, None)

@@ -16,30 +16,6 @@ from .._reductions import aggregate, token_mean
 __all__ = ['clipped_value_loss_terms', 'clipped_value_loss']
 
 # %% ../../nbs/03e_value_loss.ipynb #a1b1da6e
-def _value_terms(fn: str, predicted, returns, old_values, clip, mask=None):
-    "Checked inputs -> (per-token loss, clip indicator, keep or None, output dtype); targets detached."
-    v = as_float(fn, "predicted", predicted)
-    r = as_float(fn, "returns", returns)
-    old = as_float(fn, "old_values", old_values)
-    for name, a in (("returns", r), ("old_values", old)):
-        check_same_shape(fn, name, a, "predicted", v)
-    if clip is not None:  # NaN fails the comparison and is rejected
-        check_number(fn, "clip", clip, lambda c: c >= 0, "a non-negative number or None")
-    keep = None
-    if mask is not None:
-        check_rank(fn, "predicted", v, 2)
-        keep = as_mask(fn, mask, v.shape, like="predicted")
-        v, r, old = (jnp.where(keep, a, jnp.zeros((), a.dtype)) for a in (v, r, old))  # before any arithmetic
-    out = jnp.result_type(v, r, old)
-    ct = stat_dtype(out)
-    v = v.astype(ct)
-    r = jax.lax.stop_gradient(r).astype(ct)
-    old = jax.lax.stop_gradient(old).astype(ct)
-    err = (v - r) ** 2
-    err_clipped = err if clip is None else (clamp(v, old - clip, old + clip) - r) ** 2
-    return (0.5 * larger(err, err_clipped)).astype(out), err_clipped > err, keep, out
-
-
 def clipped_value_loss_terms(predicted, returns, old_values, clip: float | None = 0.2) -> jax.Array:
     """Per-token `0.5 * max((V - R)^2, (clip(V, V_old - c, V_old + c) - R)^2)`, targets detached.
 
@@ -61,9 +37,44 @@ def clipped_value_loss_terms(predicted, returns, old_values, clip: float | None 
     """
     return _value_terms("clipped_value_loss_terms", predicted, returns, old_values, clip)[0]
 
+
+def _value_terms(fn: str, predicted, returns, old_values, clip, mask=None):
+    """Checked inputs -> (per-token loss, clip indicator, keep or None, output dtype); targets
+    detached."""
+    v = as_float(fn, "predicted", predicted)
+    r = as_float(fn, "returns", returns)
+    old = as_float(fn, "old_values", old_values)
+    for name, a in (("returns", r), ("old_values", old)):
+        check_same_shape(fn, name, a, "predicted", v)
+    if clip is not None:  # NaN fails the comparison and is rejected
+        check_number(fn, "clip", clip, lambda c: c >= 0, "a non-negative number or None")
+    keep = None
+    if mask is not None:
+        check_rank(fn, "predicted", v, 2)
+        keep = as_mask(fn, mask, v.shape, like="predicted")
+        # before any arithmetic
+        v, r, old = (jnp.where(keep, a, jnp.zeros((), a.dtype)) for a in (v, r, old))
+    out = jnp.result_type(v, r, old)
+    ct = stat_dtype(out)
+    v = v.astype(ct)
+    r = jax.lax.stop_gradient(r).astype(ct)
+    old = jax.lax.stop_gradient(old).astype(ct)
+    err = (v - r) ** 2
+    err_clipped = err if clip is None else (clamp(v, old - clip, old + clip) - r) ** 2
+    return (0.5 * larger(err, err_clipped)).astype(out), err_clipped > err, keep, out
+
 # %% ../../nbs/03e_value_loss.ipynb #74a1be9e
-def clipped_value_loss(predicted, returns, old_values, mask, clip: float | None = 0.2, mode: str = "token-mean",
-                       axis_name=None, norm=None, counts=None) -> tuple[jax.Array, dict[str, jax.Array]]:
+def clipped_value_loss(
+    predicted,
+    returns,
+    old_values,
+    mask,
+    clip: float | None = 0.2,
+    mode: str = "token-mean",
+    axis_name=None,
+    norm=None,
+    counts=None,
+) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Aggregated clipped value loss with masked inputs sanitised, and the value clip fraction.
 
     Parameters
@@ -92,7 +103,11 @@ def clipped_value_loss(predicted, returns, old_values, mask, clip: float | None 
     tuple[jax.Array, dict[str, jax.Array]]
         (scalar loss, {"vf_clipfrac": scalar})
     """
-    terms, is_clipped, keep, out = _value_terms("clipped_value_loss", predicted, returns, old_values, clip, mask)
+    terms, is_clipped, keep, out = _value_terms(
+        "clipped_value_loss", predicted, returns, old_values, clip, mask
+    )
     loss = aggregate(terms, keep, mode, axis_name=axis_name, norm=norm, counts=counts)
-    clipfrac = token_mean(is_clipped.astype(stat_dtype(out)), keep, axis_name=axis_name, counts=counts)
+    clipfrac = token_mean(
+        is_clipped.astype(stat_dtype(out)), keep, axis_name=axis_name, counts=counts
+    )
     return loss, {"vf_clipfrac": clipfrac.astype(out)}

@@ -16,20 +16,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import (EmptyBatchError, as_ids, as_mask, check_absent, check_choice, check_present, check_rank,
-                            check_whole_groups, report_if_empty, stat_dtype)
+from .._checks import (EmptyBatchError, as_ids, as_mask, check_absent, check_choice,
+                            check_present, check_rank, check_whole_groups, report_if_empty,
+                            stat_dtype)
 from .._reductions import LossCounts, aggregate, loss_counts as mask_counts, token_mean
 from .._advantages.normalize import VAR_FLOOR, global_masked_moments
 from .._surrogates.mismatch import ROLLOUT_CORRECTION_PRESETS
 from .._surrogates.preference import preference_margin
 from .._surrogates.preference_family import dpo_loss
-from ._fields import (BUILTIN_FIELDS, COEFFICIENTS, CONFIG_RULES, FIELD_DEFAULTS, FIELDS, ROLLOUT_MODES,
-                                      _COMMON, _FN, ConfigFields, Field, _ESTIMATORS, _EXTRA_FIELDS, _LOSS_MODES,
-                                      ESTIMATOR_RECORDS, LOSS_MODES, AdvantageStage, Estimator, LossContext, PolicyStage,
-                                      RawAdvantages, register_estimator, register_loss_mode, _is_array, _reads, _reject,
-                                      _shown, check_field)
-from ._pieces import (ADVANTAGE_PIECES, LOSS_PIECES, Step, _is_on, _rewards_of, _select, _sg,
-                                      _token_field, describe, run_pieces)
+from ._fields import (BUILTIN_FIELDS, COEFFICIENTS, CONFIG_RULES, FIELD_DEFAULTS,
+                                       FIELDS, ROLLOUT_MODES, _COMMON, _FN, ConfigFields, Field,
+                                       _ESTIMATORS, _EXTRA_FIELDS, _LOSS_MODES, ESTIMATOR_RECORDS,
+                                       LOSS_MODES, AdvantageStage, Estimator, LossContext,
+                                       PolicyStage, RawAdvantages, register_estimator,
+                                       register_loss_mode, _is_array, _reads, _reject, _shown,
+                                       check_field)
+from ._pieces import (ADVANTAGE_PIECES, LOSS_PIECES, Step, _is_on, _rewards_of,
+                                       _select, _sg, _token_field, describe, run_pieces)
 
 # %% auto #0
 __all__ = ['ObjectiveConfig', 'Rollout', 'PreferencePairs', 'rollout_correction_preset', 'advantages', 'loss_counts', 'loss_norm',
@@ -37,7 +40,8 @@ __all__ = ['ObjectiveConfig', 'Rollout', 'PreferencePairs', 'rollout_correction_
 
 # %% ../../nbs/04a_objectives.ipynb #cd560f4e
 class _Unset:
-    "The default of every ObjectiveConfig field: take the estimator's recipe value, else FIELD_DEFAULTS."
+    """The default of every ObjectiveConfig field: take the estimator's recipe value, else
+    FIELD_DEFAULTS."""
     def __repr__(self):
         return "<recipe>"
 
@@ -51,30 +55,38 @@ _UNSET = _Unset()
 def _with_fields(cls):
     """Make `cls` a frozen dataclass with one field per record of `BUILTIN_FIELDS`, in order.
 
-    Each field defaults to `_UNSET` (the estimator's recipe value, else the record's default), is annotated
-    with the record's type, and is documented by the record's `doc` in the class docstring.
+    Each field defaults to `_UNSET` (the estimator's recipe value, else the record's default), is
+    annotated with the record's type, and is documented by the record's `doc` in the class
+    docstring.
     """
     for f in BUILTIN_FIELDS:
         cls.__annotations__[f.name] = f.type
         setattr(cls, f.name, _UNSET)
-    # the values of the fields that registered records brought (`Field`), as sorted (name, value) pairs
+    # the values of the fields that registered records brought (`Field`), as sorted (name, value)
+    # pairs
     cls.__annotations__["extra_fields"] = tuple
     cls.extra_fields = dataclasses.field(default=(), kw_only=True)
-    # the estimator whose recipe the fields were resolved for (a keyword that dataclasses.replace carries)
+    # the estimator whose recipe the fields were resolved for (a keyword that dataclasses.replace
+    # carries)
     cls.__annotations__["_recipe_of"] = str | None
     cls._recipe_of = dataclasses.field(default=None, repr=False, compare=False, kw_only=True)
-    docs = "".join(f"{f.name}\n    " + "\n    ".join(textwrap.wrap(f.doc, 100)) + "\n" for f in BUILTIN_FIELDS)
+    docs = "".join(
+        f"{f.name}\n    " + "\n    ".join(textwrap.wrap(f.doc, 100)) + "\n" for f in BUILTIN_FIELDS
+    )
     cls.__doc__ = inspect.cleandoc(cls.__doc__) + "\n" + docs
     return dataclasses.dataclass(frozen=True)(cls)
 
 
 @_with_fields
 class ObjectiveConfig:
-    """A validated, frozen estimator configuration: a hashable static argument, and a JAX pytree whose coefficients are leaves.
+    """A validated, frozen estimator configuration: a hashable static argument and a JAX pytree.
 
-    Every field left out takes the estimator's recipe value (`ESTIMATOR_RECORDS[name].recipe`), else its
-    `FIELD_DEFAULTS` value, so `ObjectiveConfig(advantage_estimator="dapo")` is `dapo()`. Every rule is
-    checked when the config is built, each a `ValueError` that names the field and what to change.
+    Its coefficients are the pytree's leaves.
+
+    Every field left out takes the estimator's recipe value (`ESTIMATOR_RECORDS[name].recipe`), else
+    its `FIELD_DEFAULTS` value, so `ObjectiveConfig(advantage_estimator="dapo")` is `dapo()`. Every
+    rule is checked when the config is built, each a `ValueError` that names the field and what to
+    change.
 
     Parameters
     ----------
@@ -87,7 +99,8 @@ class ObjectiveConfig:
         _resolve(self)
         _validate(self)
 
-    def __getattr__(self, name):   # only reached when `name` is not a built-in field: a registered Field
+    # only reached when `name` is not a built-in field: a registered Field
+    def __getattr__(self, name):
         for n, v in self.__dict__.get("extra_fields", ()):
             if n == name:
                 return v
@@ -101,7 +114,8 @@ _dataclass_init = ObjectiveConfig.__init__
 
 @functools.wraps(_dataclass_init)
 def _init(self, *args, **kwargs):
-    "The dataclass's __init__, taking the fields of registered records as keywords (into `extra_fields`)."
+    """The dataclass's __init__, taking the fields of registered records as keywords (into
+    `extra_fields`)."""
     extra = dict(kwargs.pop("extra_fields", ()))
     for name in [k for k in kwargs if k in _EXTRA_FIELDS]:
         extra[name] = kwargs.pop(name)
@@ -112,14 +126,17 @@ ObjectiveConfig.__init__ = _init
 
 # %% ../../nbs/04a_objectives.ipynb #ec2ef7f3
 def _resolve(c) -> None:
-    "Fill every field left unset from the estimator's recipe (else FIELD_DEFAULTS); resolve the reduction and loss mode."
+    """Fill every field left unset from the estimator's recipe (else FIELD_DEFAULTS); resolve the
+    reduction and loss mode."""
     est = check_choice(_FN, "advantage_estimator", c.advantage_estimator, tuple(_ESTIMATORS))
     if c._recipe_of is not None and c._recipe_of != est:
         raise ValueError(
-            f"{_FN}: `advantage_estimator` was changed from {c._recipe_of!r} to {est!r} on a config whose fields hold "
-            f"the {c._recipe_of} recipe (dataclasses.replace keeps them, so the result would be neither); build the "
-            f"new one with its entry point, dew_rl.objectives.{est}(...), or ObjectiveConfig(advantage_estimator="
-            f"{est!r}, ...), which apply the {est} recipe")
+            f"{_FN}: `advantage_estimator` was changed from {c._recipe_of!r} to {est!r} on a config"
+            f" whose fields hold the {c._recipe_of} recipe (dataclasses.replace keeps them, so the"
+            " result would be neither); build the new one with its entry point,"
+            f" dew_rl.objectives.{est}(...), or ObjectiveConfig(advantage_estimator={est!r}, ...),"
+            f" which apply the {est} recipe"
+        )
     rec = _ESTIMATORS[est]
     for name, base in FIELD_DEFAULTS.items():
         if getattr(c, name) is _UNSET:
@@ -127,18 +144,22 @@ def _resolve(c) -> None:
     if c.loss_mode is None and rec.advantage is not None:
         object.__setattr__(c, "loss_mode", rec.recipe["loss_mode"])
     if c.loss_agg_mode is None and rec.default_agg is not None:
-        switch = c.calculate_per_token_loss is True and not rec.fixed_agg   # a fixed reduction rejects the switch
+        # a fixed reduction rejects the switch
+        switch = c.calculate_per_token_loss is True and not rec.fixed_agg
         object.__setattr__(c, "loss_agg_mode", "token-mean" if switch else rec.default_agg)
     object.__setattr__(c, "_recipe_of", est)
-    extra = dict(c.extra_fields)   # the registered records' fields this configuration reads get their defaults
-    if _EXTRA_FIELDS and (rec.advantage is None or c.loss_mode in _LOSS_MODES):   # (an unknown mode: refused later)
+    # the registered records' fields this configuration reads get their defaults
+    extra = dict(c.extra_fields)
+    # (an unknown mode: refused later)
+    if _EXTRA_FIELDS and (rec.advantage is None or c.loss_mode in _LOSS_MODES):
         for name in sorted(_reads(c, by_value=False) & set(_EXTRA_FIELDS)):
             extra.setdefault(name, rec.recipe.get(name, _EXTRA_FIELDS[name].default))
     object.__setattr__(c, "extra_fields", tuple(sorted(extra.items())))
 
 
 def _check_fields(c) -> None:
-    "Each field on its own, by its record (host numbers by value; JAX scalars by shape and dtype only), then the rules between fields."
+    """Each field on its own, by its record (host numbers by value; JAX scalars by shape and dtype
+    only), then the rules between fields."""
     for f in BUILTIN_FIELDS:
         check_field(f, getattr(c, f.name))
     for rule in CONFIG_RULES:
@@ -149,29 +170,61 @@ def _check_rules(c, rec: Estimator) -> None:
     "The rules that tie fields to the estimator, read from its record, then its own rules."
     est = rec.name
     if rec.advantage is not None and rec.advantage.group and c.n_samples_per_prompt < 2:
-        _reject("n_samples_per_prompt", c.n_samples_per_prompt, f"for {est}: a group statistic needs two members "
-                "(with one completion per prompt every raw advantage would be 0)",
-                "sample n_samples_per_prompt >= 2 per prompt")
+        _reject(
+            "n_samples_per_prompt",
+            c.n_samples_per_prompt,
+            f"for {est}: a group statistic needs two members "
+            "(with one completion per prompt every raw advantage would be 0)",
+            "sample n_samples_per_prompt >= 2 per prompt",
+        )
     if rec.fixed_agg and c.calculate_per_token_loss:
-        _reject("calculate_per_token_loss", True, f"for {est}: its reduction is part of the estimator "
-                f"({rec.default_agg}); a per-token loss changes the objective", "leave calculate_per_token_loss=False")
+        _reject(
+            "calculate_per_token_loss",
+            True,
+            f"for {est}: its reduction is part of the estimator "
+            f"({rec.default_agg}); a per-token loss changes the objective",
+            "leave calculate_per_token_loss=False",
+        )
     if c.calculate_per_token_loss and c.loss_agg_mode not in (None, "token-mean"):
-        _reject("calculate_per_token_loss", True, f"together with loss_agg_mode={c.loss_agg_mode!r}: True means "
-                "loss_agg_mode='token-mean'", "drop one of the two")
+        _reject(
+            "calculate_per_token_loss",
+            True,
+            f"together with loss_agg_mode={c.loss_agg_mode!r}: True means "
+            "loss_agg_mode='token-mean'",
+            "drop one of the two",
+        )
     if rec.fixed_agg and c.loss_agg_mode != rec.default_agg:
-        _reject("loss_agg_mode", c.loss_agg_mode, f"for {est}: its reduction is part of the estimator",
-                f"use loss_agg_mode={rec.default_agg!r} (or leave it None)")
-    if c.dynamic_sampling and "dynamic_sampling" in _reads(c) and c.loss_agg_mode.startswith("seq-mean"):
-        _reject("dynamic_sampling", True, f"with loss_agg_mode={c.loss_agg_mode!r}: removed groups are masked rows, "
-                "and a seq-mean reduction counts every row (loss_counts.rows = B) in its denominator",
-                "use loss_agg_mode='token-mean' or 'token-sum', or drop the groups before the batch is formed")
+        _reject(
+            "loss_agg_mode",
+            c.loss_agg_mode,
+            f"for {est}: its reduction is part of the estimator",
+            f"use loss_agg_mode={rec.default_agg!r} (or leave it None)",
+        )
+    if (
+        c.dynamic_sampling
+        and "dynamic_sampling" in _reads(c)
+        and c.loss_agg_mode.startswith("seq-mean")
+    ):
+        _reject(
+            "dynamic_sampling",
+            True,
+            f"with loss_agg_mode={c.loss_agg_mode!r}: removed groups are masked rows, "
+            "and a seq-mean reduction counts every row (loss_counts.rows = B) in its denominator",
+            "use loss_agg_mode='token-mean' or 'token-sum', or drop the groups before the batch is"
+            " formed",
+        )
     if c.overlong_buffer_len is not None and c.max_response_length is not None \
             and c.overlong_buffer_len > c.max_response_length:
-        _reject("overlong_buffer_len", c.overlong_buffer_len, f"exceeds max_response_length={c.max_response_length}",
-                "use a buffer no longer than the maximum response length")
+        _reject(
+            "overlong_buffer_len",
+            c.overlong_buffer_len,
+            f"exceeds max_response_length={c.max_response_length}",
+            "use a buffer no longer than the maximum response length",
+        )
     if rec.rules is not None:
         rec.rules(c)
-    if c.loss_mode in _LOSS_MODES and _LOSS_MODES[c.loss_mode].rules is not None:   # the loss mode's own rules
+    # the loss mode's own rules
+    if c.loss_mode in _LOSS_MODES and _LOSS_MODES[c.loss_mode].rules is not None:
         _LOSS_MODES[c.loss_mode].rules(c)
 
 
@@ -182,26 +235,36 @@ def _is_default(value, default) -> bool:
 
 
 def _check_extra(c, rec: Estimator) -> None:
-    "The fields of registered records: declared, in range, and read by this configuration (else refused as unread)."
+    """The fields of registered records: declared, in range, and read by this configuration (else
+    refused as unread)."""
     reads = _reads(c)
     for name, value in c.extra_fields:
         f = _EXTRA_FIELDS.get(name)
         if f is None:
-            raise ValueError(f"{_FN}: `{name}` is not a field (no registered loss mode or estimator declares it)")
+            raise ValueError(
+                f"{_FN}: `{name}` is not a field (no registered loss mode or estimator declares it)"
+            )
         if name not in reads:
             if not _is_default(value, rec.recipe.get(name, f.default)):
-                _reject(name, value, f"is never read by {rec.name} with this configuration",
-                        f"leave it at its default {f.default!r}, or select the loss mode or estimator that declares it")
+                _reject(
+                    name,
+                    value,
+                    f"is never read by {rec.name} with this configuration",
+                    f"leave it at its default {f.default!r}, or select the loss mode or estimator"
+                    " that declares it",
+                )
             continue
         check_field(f, value)
 
 
 def _check_unread(c, rec: Estimator) -> None:
-    "A field the configuration never reads must stay at its default (the recipe's): a silently ignored flag is how conventions drift."
+    """A field the configuration never reads must stay at its default (the recipe's): a silently
+    ignored flag is how conventions drift."""
     reads = _reads(c)
     for name, base in FIELD_DEFAULTS.items():
         if name in reads or rec.advantage is not None and name in ("loss_agg_mode", "loss_mode"):
-            continue  # a token loss always has a reduction and a loss mode (resolved from the recipe)
+            # a token loss always has a reduction and a loss mode (resolved from the recipe)
+            continue
         default = rec.recipe.get(name, base)
         value = getattr(c, name)
         if not _is_default(value, default):
@@ -210,7 +273,8 @@ def _check_unread(c, rec: Estimator) -> None:
 
 
 def _hint(c, rec: Estimator, name: str) -> str:
-    "The other way to use an unread field: the estimator's hint, else the field's (when the field it names is read)."
+    """The other way to use an unread field: the estimator's hint, else the field's (when the field
+    it names is read)."""
     if name in rec.hints:
         return ", " + rec.hints[name]
     f = FIELDS[name]
@@ -226,29 +290,39 @@ def _validate(c) -> None:
 
 # %% ../../nbs/04a_objectives.ipynb #32927d31
 def _leaf_names(c) -> tuple:
-    "The coefficients that are leaves: read by the configuration and not None (whatever their values)."
+    """The coefficients that are leaves: read by the configuration and not None (whatever their
+    values)."""
     reads = _reads(c, by_value=False)
-    extra = tuple(n for n, v in c.extra_fields if n in reads and _EXTRA_FIELDS[n].traced and v is not None)
+    extra = tuple(
+        n for n, v in c.extra_fields if n in reads and _EXTRA_FIELDS[n].traced and v is not None
+    )
     return tuple(n for n in COEFFICIENTS if n in reads and getattr(c, n) is not None
-                 and not isinstance(getattr(c, n), tuple)) + extra  # a tuple of thresholds (chained rejection) is static
+                 # a tuple of thresholds (chained rejection) is static
+                 and not isinstance(getattr(c, n), tuple)) + extra
 
 
 def _as_leaf(v):
     """A host number becomes a JAX scalar of the default float dtype (float32; float64 under x64).
 
     So a coefficient given as a Python number and the same coefficient given as a JAX scalar (a
-    schedule's value, an adaptive controller's output) have the same abstract value, and `jit` compiles
-    once for both.
+    schedule's value, an adaptive controller's output) have the same abstract value, and `jit`
+    compiles once for both.
     """
-    host = isinstance(v, (int, float, np.integer, np.floating)) or isinstance(v, np.ndarray) and v.ndim == 0
-    if _is_array(v) or not host:   # a JAX array or tracer, or what JAX puts in a leaf's place (lowering's ArgInfo)
+    host = (
+        isinstance(v, (int, float, np.integer, np.floating))
+        or isinstance(v, np.ndarray)
+        and v.ndim == 0
+    )
+    # a JAX array or tracer, or what JAX puts in a leaf's place (lowering's ArgInfo)
+    if _is_array(v) or not host:
         return v
     return jnp.asarray(v, jnp.result_type(float))
 
 
 def _flatten(c):
     names = _leaf_names(c)
-    extra = tuple((n, None if n in names else v) for n, v in c.extra_fields)   # a leaf's value is not structure
+    # a leaf's value is not structure
+    extra = tuple((n, None if n in names else v) for n, v in c.extra_fields)
     static = tuple((f.name, extra if f.name == "extra_fields" else getattr(c, f.name))
                    for f in dataclasses.fields(c) if f.name not in names)
     return [_as_leaf(getattr(c, n)) for n in names], (names, static)
@@ -269,20 +343,38 @@ def _unflatten(aux, leaves):
         if n not in _EXTRA_FIELDS:
             object.__setattr__(c, n, v)
     if "extra_fields" in c.__dict__:   # the leaves of registered fields go back into their pairs
-        object.__setattr__(c, "extra_fields", tuple((n, values.get(n, v)) for n, v in c.extra_fields))
+        object.__setattr__(
+            c, "extra_fields", tuple((n, values.get(n, v)) for n, v in c.extra_fields)
+        )
     return c
 
 
 jax.tree_util.register_pytree_with_keys(ObjectiveConfig, _flatten_with_keys, _unflatten, _flatten)
 
 # %% ../../nbs/04a_objectives.ipynb #d16d06f9
-_ROLLOUT_FIELDS = ("mask", "old_log_probs", "rewards", "ref_log_probs", "token_rewards", "old_values",
-                   "behavior_log_probs", "advantages", "returns", "group_ids", "rollout_is_weights",
-                   "reward_components", "reward_baselines", "sum_pi_squared", "teacher_log_probs",
-                   "sample_weights")
+_ROLLOUT_FIELDS = (
+    "mask",
+    "old_log_probs",
+    "rewards",
+    "ref_log_probs",
+    "token_rewards",
+    "old_values",
+    "behavior_log_probs",
+    "advantages",
+    "returns",
+    "group_ids",
+    "rollout_is_weights",
+    "reward_components",
+    "reward_baselines",
+    "sum_pi_squared",
+    "teacher_log_probs",
+    "sample_weights",
+)
 
 
-@functools.partial(jax.tree_util.register_dataclass, data_fields=list(_ROLLOUT_FIELDS), meta_fields=[])
+@functools.partial(
+    jax.tree_util.register_dataclass, data_fields=list(_ROLLOUT_FIELDS), meta_fields=[]
+)
 @dataclasses.dataclass(frozen=True)
 class Rollout:
     """One rollout batch, the arrays both stages read; a JAX pytree (absent arrays are None).
@@ -306,18 +398,21 @@ class Rollout:
     advantages
         [B, T] floating: filled in by `advantages`, zero outside the mask
     returns
-        [B, T] floating: filled in by `advantages` where the estimator has returns (REINFORCE++, PPO)
+        [B, T] floating: filled in by `advantages` where the estimator has returns (REINFORCE++,
+        PPO)
     group_ids
-        [B] integer or None: the prompt each row was sampled for (verl's `uid`); group statistics are then
-        taken over the rows that share an id, in any order and of any size. None: contiguous groups of
-        `n_samples_per_prompt` rows. Passing the ids is the safe way: a wrong group size cannot pass
+        [B] integer or None: the prompt each row was sampled for (verl's `uid`); group statistics
+        are then taken over the rows that share an id, in any order and of any size. None:
+        contiguous groups of `n_samples_per_prompt` rows. Passing the ids is the safe way: a wrong
+        group size cannot pass
     rollout_is_weights
-        [B, T] floating: filled in by `advantages` when a rollout correction is configured (`rollout_is`
-        or `tis_cap`): the detached weights that multiply the policy terms in stage 2
+        [B, T] floating: filled in by `advantages` when a rollout correction is configured
+        (`rollout_is` or `tis_cap`): the detached weights that multiply the policy terms in stage 2
     reward_components
         [B, K] floating: several rewards per row (GDPO: a z-score per component and group)
     reward_baselines
-        [B] floating: the reward of a baseline response per row (ReMax: the greedy response's reward)
+        [B] floating: the reward of a baseline response per row (ReMax: the greedy response's
+        reward)
     sum_pi_squared
         [B, T] floating: sum over the vocabulary of pi_old(v)^2 at each position (the optimal token
         baseline; the logits layer computes it without [B, T, V])
@@ -325,8 +420,8 @@ class Rollout:
         [B, T] floating: a teacher's log-probs of the sampled tokens (on-policy distillation:
         `on_policy_distillation`, or `opd_kl_coef` on top of any estimator)
     sample_weights
-        [B] floating or None: a detached weight per response that multiplies its policy terms before the
-        reduction (ROLL's difficulty and length weights, `dew_rl.sample_weights`)
+        [B] floating or None: a detached weight per response that multiplies its policy terms before
+        the reduction (ROLL's difficulty and length weights, `dew_rl.sample_weights`)
     """
     mask: Any
     old_log_probs: Any = None
@@ -369,15 +464,47 @@ class PreferencePairs:
     mask_rejected: Any
 
 # %% ../../nbs/04a_objectives.ipynb #16ce7421
+def rollout_correction_preset(name: str) -> dict:
+    """The config fields of one of verl's rollout-correction presets, to pass to any entry point.
+
+    Parameters
+    ----------
+    name
+        str: a key of `dew_rl.ROLLOUT_CORRECTION_PRESETS` (verl's `RolloutCorrectionConfig`
+        factories, e.g. "decoupled_token_is", "decoupled_geo_rs", "bypass_pg_is")
+
+    Returns
+    -------
+    dict
+        ObjectiveConfig fields: `rollout_is*`, `rollout_rs*`, `bypass_mode`, and
+        `loss_mode="reinforce"` for verl's policy-gradient bypass presets (`loss_type="reinforce"`);
+        e.g. `grpo(**rollout_correction_preset("decoupled_geo_rs_token_tis"))`
+    """
+    check_choice("rollout_correction_preset", "name", name, tuple(ROLLOUT_CORRECTION_PRESETS))
+    fields = dict(ROLLOUT_CORRECTION_PRESETS[name])
+    loss_type = fields.pop("loss_type", "ppo_clip")
+    if loss_type == "reinforce":
+        fields["loss_mode"] = "reinforce"
+    return {k: v for k, v in fields.items() if not (k in FIELD_DEFAULTS and v == FIELD_DEFAULTS[k])}
+
+
 def _config(fn: str, config, dpo: bool = False):
     if not isinstance(config, ObjectiveConfig):
-        raise ValueError(f"{fn}: `config` must be an ObjectiveConfig (from an entry point such as grpo()); "
-                         f"got {type(config).__name__}")
+        raise ValueError(
+            f"{fn}: `config` must be an ObjectiveConfig (from an entry point such as grpo()); "
+            f"got {type(config).__name__}"
+        )
     rec = _ESTIMATORS[config.advantage_estimator]
     if dpo != (rec.advantage is None):
-        want = "preference_loss(config, policy_chosen, policy_rejected, pairs)" if not dpo else "advantages and loss"
-        raise ValueError(f"{fn}: `config` has advantage_estimator={config.advantage_estimator!r}, which "
-                         f"{'is' if not dpo else 'is not'} the preference path; use {want}")
+        want = (
+            "preference_loss(config, policy_chosen, policy_rejected, pairs)"
+            if not dpo
+            else "advantages and loss"
+        )
+        raise ValueError(
+            f"{fn}: `config` has advantage_estimator={config.advantage_estimator!r}, which "
+            f"{'is' if not dpo else 'is not'} the preference path; use {want}"
+        )
     return config, rec
 
 
@@ -390,7 +517,8 @@ def _mask(fn: str, rollout) -> tuple:
 
 
 def _present(rollout, **arguments):
-    "Which inputs a call passed, for the pieces' conditions: `present('rollout.x')`, `present('entropy')`."
+    """Which inputs a call passed, for the pieces' conditions: `present('rollout.x')`,
+    `present('entropy')`."""
     def present(name: str) -> bool:
         if name.startswith("rollout."):
             return getattr(rollout, name[len("rollout."):]) is not None
@@ -399,48 +527,31 @@ def _present(rollout, **arguments):
 
 
 def _grouping(fn: str, cfg, rollout: Rollout, keep):
-    "The grouping of the rows: `Rollout.group_ids` (checked), or `n_samples_per_prompt` contiguous rows (whole groups)."
+    """The grouping of the rows: `Rollout.group_ids` (checked), or `n_samples_per_prompt` contiguous
+    rows (whole groups)."""
     B = keep.shape[0]
     G = cfg.n_samples_per_prompt
     if rollout.group_ids is None:
         check_whole_groups(fn, "rollout.mask", B, G)
         return G
     ids = as_ids(fn, "rollout.group_ids", rollout.group_ids, (B,), like="the rows of rollout.mask")
-    if not _is_array(rollout.group_ids):   # host ids: checked against the sampling plan, without a device read
+    # host ids: checked against the sampling plan, without a device read
+    if not _is_array(rollout.group_ids):
         values, sizes = np.unique(np.asarray(rollout.group_ids), return_counts=True)
         if sizes.max() > G:
-            raise ValueError(f"{fn}: `rollout.group_ids` puts {sizes.max()} rows in group {values[sizes.argmax()].item()!r}, "
-                             f"more than n_samples_per_prompt={G}: the sampling plan and the ids disagree; set "
-                             f"n_samples_per_prompt to the number of completions sampled per prompt")
+            raise ValueError(
+                f"{fn}: `rollout.group_ids` puts {sizes.max()} rows in group"
+                f" {values[sizes.argmax()].item()!r}, more than n_samples_per_prompt={G}: the"
+                " sampling plan and the ids disagree; set n_samples_per_prompt to the number of"
+                " completions sampled per prompt"
+            )
     return ids
-
-
-def rollout_correction_preset(name: str) -> dict:
-    """The config fields of one of verl's rollout-correction presets, to pass to any entry point.
-
-    Parameters
-    ----------
-    name
-        str: a key of `dew_rl.ROLLOUT_CORRECTION_PRESETS` (verl's `RolloutCorrectionConfig` factories,
-        e.g. "decoupled_token_is", "decoupled_geo_rs", "bypass_pg_is")
-
-    Returns
-    -------
-    dict
-        ObjectiveConfig fields: `rollout_is*`, `rollout_rs*`, `bypass_mode`, and `loss_mode="reinforce"` for
-        verl's policy-gradient bypass presets (`loss_type="reinforce"`); e.g.
-        `grpo(**rollout_correction_preset("decoupled_geo_rs_token_tis"))`
-    """
-    check_choice("rollout_correction_preset", "name", name, tuple(ROLLOUT_CORRECTION_PRESETS))
-    fields = dict(ROLLOUT_CORRECTION_PRESETS[name])
-    loss_type = fields.pop("loss_type", "ppo_clip")
-    if loss_type == "reinforce":
-        fields["loss_mode"] = "reinforce"
-    return {k: v for k, v in fields.items() if not (k in FIELD_DEFAULTS and v == FIELD_DEFAULTS[k])}
 
 # %% ../../nbs/04a_objectives.ipynb #78d3fc77
 def advantages(config, rollout, axis_name=None):
-    """Stage 1, once per rollout batch: the estimator's raw advantages, normalised over every valid token of every shard.
+    """Stage 1, once per rollout batch: the estimator's raw advantages, normalised.
+
+    Normalised over every valid token of every shard.
 
     Parameters
     ----------
@@ -450,31 +561,48 @@ def advantages(config, rollout, axis_name=None):
         Rollout: `mask` [B, T] and the arrays the estimator needs (a missing one is a `ValueError`):
         `rewards` [B] (all but PPO), `old_log_probs` and `ref_log_probs` [B, T] (k1 shaping when
         `kl_coef` is on), `token_rewards` and `old_values` [B, T] (PPO); `group_ids` [B] for group
-        estimators (else contiguous groups of `n_samples_per_prompt` rows, whole groups in every shard)
+        estimators (else contiguous groups of `n_samples_per_prompt` rows, whole groups in every
+        shard)
     axis_name
         str or None: the data-parallel axis the moments are summed over (inside `shard_map`)
 
     Returns
     -------
     tuple
-        (the rollout with `advantages` [B, T] and, for REINFORCE++ and PPO, `returns` [B, T] filled in,
-        zero outside the mask and carrying no gradient; with dynamic sampling, `mask` with the removed
-        groups' rows set to 0 (so `loss_counts(rollout)` counts what the loss trains on), and a dict of
-        scalar `rollout/*` metrics, equal on every shard)
+        (the rollout with `advantages` [B, T] and, for REINFORCE++ and PPO, `returns` [B, T] filled
+        in, zero outside the mask and carrying no gradient; with dynamic sampling, `mask` with the
+        removed groups' rows set to 0 (so `loss_counts(rollout)` counts what the loss trains on),
+        and a dict of scalar `rollout/*` metrics, equal on every shard)
     """
     fn = "advantages"
     cfg, rec = _config(fn, config)
     keep, mask = _mask(fn, rollout)
-    report_if_empty(fn, mask_counts(keep, axis_name=axis_name).tokens,
-                    "`rollout.mask` keeps no token in the whole (global) batch, so there is no advantage to take "
-                    "moments of or loss to take")
+    report_if_empty(
+        fn,
+        mask_counts(keep, axis_name=axis_name).tokens,
+        "`rollout.mask` keeps no token in the whole (global) batch, so there is no advantage to"
+        " take moments of or loss to take",
+    )
     stage = rec.advantage
     groups = _grouping(fn, cfg, rollout, keep) if stage.group else None
     out = stage.fn(cfg, rollout, keep, groups, axis_name)
-    st = types.SimpleNamespace(fn=fn, cfg=cfg, rec=rec, rollout=rollout, axis_name=axis_name, keep=keep, mask=mask,
-                               out=out, raw=out.raw, is_weights=None, metrics={}, reads=_reads(cfg),
-                               present=_present(rollout))
-    run_pieces(ADVANTAGE_PIECES, st)   # kept rows, the batch's rollout correction, M2PO, moments, normalisation, OPD
+    st = types.SimpleNamespace(
+        fn=fn,
+        cfg=cfg,
+        rec=rec,
+        rollout=rollout,
+        axis_name=axis_name,
+        keep=keep,
+        mask=mask,
+        out=out,
+        raw=out.raw,
+        is_weights=None,
+        metrics={},
+        reads=_reads(cfg),
+        present=_present(rollout),
+    )
+    # kept rows, the batch's rollout correction, M2PO, moments, normalisation, OPD
+    run_pieces(ADVANTAGE_PIECES, st)
     keep, mask, raw, adv, is_weights = st.keep, st.mask, st.raw, st.adv, st.is_weights
     if adv is raw:
         adv_mean, adv_var = st.raw_mean, st.raw_var
@@ -494,14 +622,23 @@ def advantages(config, rollout, axis_name=None):
         **{k: v if jnp.issubdtype(v.dtype, jnp.integer) else v.astype(ct)
            for k, v in {**(out.metrics or {}), **st.metrics}.items()},
     }
-    returns = None if out.returns is None else jax.lax.stop_gradient(jnp.where(keep, out.returns, 0))
-    ro = dataclasses.replace(rollout, mask=mask, advantages=jax.lax.stop_gradient(adv), returns=returns,
-                             rollout_is_weights=None if is_weights is None else jax.lax.stop_gradient(is_weights))
+    returns = (
+        None if out.returns is None else jax.lax.stop_gradient(jnp.where(keep, out.returns, 0))
+    )
+    ro = dataclasses.replace(
+        rollout,
+        mask=mask,
+        advantages=jax.lax.stop_gradient(adv),
+        returns=returns,
+        rollout_is_weights=None if is_weights is None else jax.lax.stop_gradient(is_weights),
+    )
     return ro, _sg(metrics)
 
 
 def loss_counts(rollout, axis_name=None) -> LossCounts:
-    """The denominators of a mini-batch, taken from the rollout that `advantages` returned (or a mini-batch slice of it).
+    """The denominators of a mini-batch, taken from the rollout that `advantages` returned.
+
+    Or from a mini-batch slice of it.
 
     Parameters
     ----------
@@ -518,19 +655,25 @@ def loss_counts(rollout, axis_name=None) -> LossCounts:
     """
     fn = "loss_counts"
     if not isinstance(rollout, Rollout):
-        raise ValueError(f"{fn}: `rollout` must be a Rollout (for a plain mask use dew_rl.loss_counts); "
-                         f"got {type(rollout).__name__}")
+        raise ValueError(
+            f"{fn}: `rollout` must be a Rollout (for a plain mask use dew_rl.loss_counts); "
+            f"got {type(rollout).__name__}"
+        )
     if rollout.advantages is None:
-        raise ValueError(f"{fn}: `rollout.advantages` is None: take the counts from the rollout that "
-                         f"advantages(config, rollout) returns, whose mask is what the loss trains on (dynamic "
-                         f"sampling removes the rows of tied groups); counts of the mask before it overstate the "
-                         f"denominator without a word")
+        raise ValueError(
+            f"{fn}: `rollout.advantages` is None: take the counts from the rollout that"
+            " advantages(config, rollout) returns, whose mask is what the loss trains on (dynamic"
+            " sampling removes the rows of tied groups); counts of the mask before it overstate"
+            " the denominator without a word"
+        )
     keep, _ = _mask(fn, rollout)
     return mask_counts(keep, axis_name=axis_name)
 
 # %% ../../nbs/04a_objectives.ipynb #0f6d9608
 def loss_norm(config, T: int):
-    """The constant C of "seq-mean-token-sum-norm" this config divides by: `loss_agg_norm`, else `max_response_length`, else T.
+    """The constant C of "seq-mean-token-sum-norm" this config divides by.
+
+    `loss_agg_norm`, else `max_response_length`, else T.
 
     Parameters
     ----------
@@ -549,8 +692,12 @@ def loss_norm(config, T: int):
     return config.loss_agg_norm or config.max_response_length or T
 
 
-def loss(config, log_probs, rollout, axis_name=None, counts=None, values=None, entropy=None, key=None):
-    """Stage 2, per micro-batch: `pg + kl_loss_coef * kl - entropy_coeff * H + vf_coef * vf`, each `aggregate`d alike.
+def loss(
+    config, log_probs, rollout, axis_name=None, counts=None, values=None, entropy=None, key=None
+):
+    """Stage 2, per micro-batch: `pg + kl_loss_coef * kl - entropy_coeff * H + vf_coef * vf`.
+
+    Each term is `aggregate`d alike.
 
     Parameters
     ----------
@@ -565,44 +712,59 @@ def loss(config, log_probs, rollout, axis_name=None, counts=None, values=None, e
     axis_name
         str or None: the data-parallel axis the denominators are summed over
     counts
-        dew_rl.LossCounts or None: `loss_counts(rollout_minibatch, axis_name)` of the whole mini-batch; then
-        the micro-batch values and gradients sum to the mini-batch ones. None: this batch's own counts
+        dew_rl.LossCounts or None: `loss_counts(rollout_minibatch, axis_name)` of the whole
+        mini-batch; then the micro-batch values and gradients sum to the mini-batch ones. None: this
+        batch's own counts
     values
         [B, T] floating or None: the critic's current predictions (PPO only; differentiated)
     entropy
-        [B, T] floating or None: the policy's per-token entropy; passing it turns the entropy bonus on
-        (weighed by `entropy_coeff`, 0 included); required when `entropy_coeff` is a host number other
-        than 0, and when `top_entropy_quantile` < 1
+        [B, T] floating or None: the policy's per-token entropy; passing it turns the entropy bonus
+        on (weighed by `entropy_coeff`, 0 included); required when `entropy_coeff` is a host number
+        other than 0, and when `top_entropy_quantile` < 1
     key
-        jax.random key or None: for a loss mode that samples tokens (Clip-Cov); a run is reproducible from it
+        jax.random key or None: for a loss mode that samples tokens (Clip-Cov); a run is
+        reproducible from it
 
     Returns
     -------
     tuple
-        (scalar loss in the dtype of `log_probs`, dict of scalar `train/*` metrics (at least float32), each
-        reduced like the policy loss and carrying no gradient). A micro-batch that keeps no token (every
-        group of a DAPO batch tied, every row padding) has loss 0, zero gradients and finite metrics
+        (scalar loss in the dtype of `log_probs`, dict of scalar `train/*` metrics (at least
+        float32), each reduced like the policy loss and carrying no gradient). A micro-batch that
+        keeps no token (every group of a DAPO batch tied, every row padding) has loss 0, zero
+        gradients and finite metrics
     """
     fn = "loss"
     cfg, rec = _config(fn, config)
     keep, _ = _mask(fn, rollout)
     lp = _select(fn, "log_probs", log_probs, keep)
     if cfg.bypass_mode:  # two policies: the sampler's log-probs are the ratio's denominator
-        old = _token_field(fn, rollout, "behavior_log_probs", keep, "by bypass_mode=True (the ratio's denominator)")
+        old = _token_field(
+            fn, rollout, "behavior_log_probs", keep, "by bypass_mode=True (the ratio's denominator)"
+        )
     else:
-        old = _token_field(fn, rollout, "old_log_probs", keep, f"by {rec.name} (the ratio's denominator)")
+        old = _token_field(
+            fn, rollout, "old_log_probs", keep, f"by {rec.name} (the ratio's denominator)"
+        )
     adv = _token_field(fn, rollout, "advantages", keep, "(call advantages(config, rollout) first)")
     if rec.value:
         check_present(fn, "values", values, f"by {rec.name} (the critic's current predictions)")
     else:
-        check_absent(fn, "values", values, f"for {rec.name}: it has no critic (only an estimator with a value loss, "
-                     f"such as ppo, takes values)")
+        check_absent(
+            fn,
+            "values",
+            values,
+            f"for {rec.name}: it has no critic (only an estimator with a value loss, "
+            "such as ppo, takes values)",
+        )
     if _is_on(cfg, "entropy_coeff", entropy is not None):
-        check_present(fn, "entropy", entropy, f"when entropy_coeff={_shown(cfg.entropy_coeff)} (not 0)")
+        check_present(
+            fn, "entropy", entropy, f"when entropy_coeff={_shown(cfg.entropy_coeff)} (not 0)"
+        )
     if counts is not None and not isinstance(counts, LossCounts):
-        raise ValueError(f"{fn}: `counts` must be None or the LossCounts of loss_counts(rollout, axis_name) (or of "
-                         f"dew_rl.loss_counts(mask, axis_name)); "
-                         f"got {type(counts).__name__}")
+        raise ValueError(
+            f"{fn}: `counts` must be None or the LossCounts of loss_counts(rollout, axis_name) (or"
+            f" of dew_rl.loss_counts(mask, axis_name)); got {type(counts).__name__}"
+        )
     mode, norm = cfg.loss_agg_mode, loss_norm(cfg, keep.shape[1])
 
     def agg(x):
@@ -610,11 +772,32 @@ def loss(config, log_probs, rollout, axis_name=None, counts=None, values=None, e
 
     policy = _LOSS_MODES[cfg.loss_mode]
     terms, indicators = policy.fn(cfg, lp, old, adv, keep, LossContext(rollout, axis_name, key))
-    st = types.SimpleNamespace(fn=fn, cfg=cfg, rec=rec, rollout=rollout, axis_name=axis_name, keep=keep, lp=lp, old=old,
-                               adv=adv, values=values, entropy=entropy, agg=agg, ct=stat_dtype(lp.dtype), policy=policy,
-                               terms=terms, indicators=indicators, ratios=[lp - old], extra={}, top=None, total=None,
-                               metrics={}, present=_present(rollout, entropy=entropy))
-    run_pieces(LOSS_PIECES, st)   # the modifiers of the terms, the policy loss, then the added penalties
+    st = types.SimpleNamespace(
+        fn=fn,
+        cfg=cfg,
+        rec=rec,
+        rollout=rollout,
+        axis_name=axis_name,
+        keep=keep,
+        lp=lp,
+        old=old,
+        adv=adv,
+        values=values,
+        entropy=entropy,
+        agg=agg,
+        ct=stat_dtype(lp.dtype),
+        policy=policy,
+        terms=terms,
+        indicators=indicators,
+        ratios=[lp - old],
+        extra={},
+        top=None,
+        total=None,
+        metrics={},
+        present=_present(rollout, entropy=entropy),
+    )
+    # the modifiers of the terms, the policy loss, then the added penalties
+    run_pieces(LOSS_PIECES, st)
     metrics = {"train/loss": st.total, **st.metrics}
     return st.total.astype(lp.dtype), _sg({k: v.astype(st.ct) for k, v in metrics.items()})
 
@@ -644,12 +827,16 @@ def objective(config, log_probs, rollout, axis_name=None, values=None, entropy=N
         (scalar loss, dict of the `rollout/*` and `train/*` metrics)
     """
     ro, rollout_metrics = advantages(config, rollout, axis_name=axis_name)
-    value, train_metrics = loss(config, log_probs, ro, axis_name=axis_name, values=values, entropy=entropy)
+    value, train_metrics = loss(
+        config, log_probs, ro, axis_name=axis_name, values=values, entropy=entropy
+    )
     return value, {**rollout_metrics, **train_metrics}
 
 
 def preference_loss(config, policy_chosen, policy_rejected, pairs, axis_name=None):
-    """The DPO path: `dew_rl.dpo_loss` with the config's `loss_type` (TRL's names) and its parameters, per-token log-probs in.
+    """The DPO path: `dew_rl.dpo_loss` with the config's `loss_type` (TRL's names) and parameters.
+
+    Per-token log-probs in.
 
     Parameters
     ----------
@@ -669,9 +856,10 @@ def preference_loss(config, policy_chosen, policy_rejected, pairs, axis_name=Non
     Returns
     -------
     tuple
-        (scalar loss, {"train/loss", "train/reward_margin" (mean of beta * Delta), "train/reward_accuracy"
-        (fraction of pairs with Delta > 0), "train/empty_pairs" (pairs whose chosen and rejected responses are
-        both empty: left out of the mean, never averaged in)}, float32, no gradient)
+        (scalar loss, {"train/loss", "train/reward_margin" (mean of beta * Delta),
+        "train/reward_accuracy" (fraction of pairs with Delta > 0), "train/empty_pairs" (pairs whose
+        chosen and rejected responses are both empty: left out of the mean, never averaged in)},
+        float32, no gradient)
     """
     fn = "preference_loss"
     cfg, _ = _config(fn, config, dpo=True)
@@ -679,13 +867,24 @@ def preference_loss(config, policy_chosen, policy_rejected, pairs, axis_name=Non
         raise ValueError(f"{fn}: `pairs` must be a PreferencePairs; got {type(pairs).__name__}")
     args = (policy_chosen, policy_rejected, pairs.ref_chosen, pairs.ref_rejected, pairs.mask_chosen,
             pairs.mask_rejected)
-    value, found = dpo_loss(*args, beta=cfg.beta, loss_type=list(cfg.loss_type) if isinstance(cfg.loss_type, tuple)
-                            else cfg.loss_type, loss_weights=None if cfg.loss_weights is None else list(cfg.loss_weights),
-                            label_smoothing=cfg.label_smoothing, f_divergence_type=cfg.f_divergence_type,
-                            f_alpha_divergence_coef=cfg.f_alpha_divergence_coef, ld_alpha=cfg.ld_alpha,
-                            use_weighting=cfg.use_weighting, discopop_tau=cfg.discopop_tau, axis_name=axis_name)
+    value, found = dpo_loss(
+        *args,
+        beta=cfg.beta,
+        loss_type=list(cfg.loss_type) if isinstance(cfg.loss_type, tuple) else cfg.loss_type,
+        loss_weights=None if cfg.loss_weights is None else list(cfg.loss_weights),
+        label_smoothing=cfg.label_smoothing,
+        f_divergence_type=cfg.f_divergence_type,
+        f_alpha_divergence_coef=cfg.f_alpha_divergence_coef,
+        ld_alpha=cfg.ld_alpha,
+        use_weighting=cfg.use_weighting,
+        discopop_tau=cfg.discopop_tau,
+        axis_name=axis_name,
+    )
     margin = preference_margin(*args).astype(jnp.float32)
-    metrics = {"train/loss": value.astype(jnp.float32), "train/reward_margin": jnp.mean(cfg.beta * margin),
-               "train/reward_accuracy": jnp.mean((margin > 0).astype(jnp.float32)),
-               "train/empty_pairs": jnp.asarray(found["empty_pairs"]).astype(jnp.float32)}
+    metrics = {
+        "train/loss": value.astype(jnp.float32),
+        "train/reward_margin": jnp.mean(cfg.beta * margin),
+        "train/reward_accuracy": jnp.mean((margin > 0).astype(jnp.float32)),
+        "train/empty_pairs": jnp.asarray(found["empty_pairs"]).astype(jnp.float32),
+    }
     return value, _sg(metrics)

@@ -24,18 +24,24 @@ from .._surrogates.ratios import sequence_log_ratio, token_log_ratio
 from .._surrogates.kl import kl_penalty, kl_shaped_sequence_rewards
 from .._surrogates.ppo import clipped_surrogate_terms
 from .._surrogates.soft import cispo_terms, sapo_terms
-from .._surrogates.weighted import (dppo_kl_terms, dppo_tv_terms, dro_terms, p3o_terms, reinforce_terms,
-                                         signed_cispo_terms, topr_terms, vespo_terms)
+from .._surrogates.weighted import (dppo_kl_terms, dppo_tv_terms, dro_terms, p3o_terms,
+                                         reinforce_terms, signed_cispo_terms, topr_terms,
+                                         vespo_terms)
 from ._fields import _reject
-from .._surrogates.trust_regions import clip_cov_terms, gmpo_terms, kl_cov_terms, m2po_terms, sequence_product_terms
-from .._advantages.scaling import (batch_std_advantage, gdpo_advantage, gpg_advantage, leave_one_out_advantage,
-                                        opo_advantage, passk_advantage, remax_advantage)
-from .._advantages.token_baselines import length_adaptive_lambda, optimal_token_baseline_advantage
+from .._surrogates.trust_regions import (clip_cov_terms, gmpo_terms, kl_cov_terms, m2po_terms,
+                                              sequence_product_terms)
+from .._advantages.scaling import (batch_std_advantage, gdpo_advantage, gpg_advantage,
+                                        leave_one_out_advantage, opo_advantage, passk_advantage,
+                                        remax_advantage)
+from .._advantages.token_baselines import (length_adaptive_lambda,
+                                                optimal_token_baseline_advantage)
 from .._surrogates.distill import distillation_advantage
 from .._checks import as_float, check_present
-from ._core import (FIELD_DEFAULTS, AdvantageStage, ConfigFields, Estimator, ObjectiveConfig,
-                                     PolicyStage, RawAdvantages, _COMMON, _ESTIMATORS, _EXTRA_FIELDS, _LOSS_MODES, _is_on,
-                                     register_estimator, register_loss_mode, _rewards_of, _token_field)
+from ._core import (FIELD_DEFAULTS, AdvantageStage, ConfigFields, Estimator,
+                                     ObjectiveConfig, PolicyStage, RawAdvantages, _COMMON,
+                                     _ESTIMATORS, _EXTRA_FIELDS, _LOSS_MODES, _is_on,
+                                     register_estimator, register_loss_mode, _rewards_of,
+                                     _token_field)
 
 # %% auto #0
 __all__ = ['RFPP', 'RFPP_BASELINE', 'GROUP_Z', 'DAPO', 'RLOO', 'GAE', 'ESTIMATORS', 'GROUP_ESTIMATORS', 'RECIPES',
@@ -45,18 +51,33 @@ __all__ = ['RFPP', 'RFPP_BASELINE', 'GROUP_Z', 'DAPO', 'RLOO', 'GAE', 'ESTIMATOR
 
 # %% ../../nbs/04b_estimators.ipynb #9b370eea
 def _ppo_clip(cfg, lp, old, adv, keep, ctx):
-    terms, ind = clipped_surrogate_terms(token_log_ratio(lp, old), adv, keep, epsilon_low=cfg.clip_ratio_low,
-                                         epsilon_high=cfg.clip_ratio_high, dual_clip=cfg.clip_ratio_c)
+    terms, ind = clipped_surrogate_terms(
+        token_log_ratio(lp, old),
+        adv,
+        keep,
+        epsilon_low=cfg.clip_ratio_low,
+        epsilon_high=cfg.clip_ratio_high,
+        dual_clip=cfg.clip_ratio_c,
+    )
     return terms, ind
 
 
 def _gspo_clip(cfg, lp, old, adv, keep, ctx):
-    return clipped_surrogate_terms(sequence_log_ratio(lp, old, keep), adv, keep, epsilon_low=cfg.clip_ratio_low,
-                                   epsilon_high=cfg.clip_ratio_high, dual_clip=cfg.clip_ratio_c)
+    return clipped_surrogate_terms(
+        sequence_log_ratio(lp, old, keep),
+        adv,
+        keep,
+        epsilon_low=cfg.clip_ratio_low,
+        epsilon_high=cfg.clip_ratio_high,
+        dual_clip=cfg.clip_ratio_c,
+    )
 
 
 def _sapo_gate(cfg, lp, old, adv, keep, ctx):
-    return sapo_terms(token_log_ratio(lp, old), adv, keep, tau_pos=cfg.tau_pos, tau_neg=cfg.tau_neg), {}
+    return (
+        sapo_terms(token_log_ratio(lp, old), adv, keep, tau_pos=cfg.tau_pos, tau_neg=cfg.tau_neg),
+        {},
+    )
 
 
 def _reinforce(cfg, lp, old, adv, keep, ctx):
@@ -69,18 +90,40 @@ def _cispo_weight(cfg, lp, old, adv, keep, ctx):
 
 
 _CLIP = ("clip_ratio_low", "clip_ratio_high", "clip_ratio_c")
-_CLIP_METRICS = types.MappingProxyType({"clipped": "train/pg_clipfrac", "dual_clipped": "train/pg_clipfrac_lower"})
-register_loss_mode("vanilla", PolicyStage(_ppo_clip, _CLIP, _CLIP_METRICS, "arXiv:1707.06347 (PPO); dual clip arXiv:1912.09729"),
-                   replace=True)
-register_loss_mode("gspo", PolicyStage(_gspo_clip, _CLIP, _CLIP_METRICS, "arXiv:2507.18071v2 (GSPO)"), replace=True)
-register_loss_mode("sapo", PolicyStage(_sapo_gate, ("tau_pos", "tau_neg"), types.MappingProxyType({}), "arXiv:2511.20347v1 (SAPO)"),
-                   replace=True)
+_CLIP_METRICS = types.MappingProxyType(
+    {"clipped": "train/pg_clipfrac", "dual_clipped": "train/pg_clipfrac_lower"}
+)
+register_loss_mode(
+    "vanilla",
+    PolicyStage(
+        _ppo_clip, _CLIP, _CLIP_METRICS, "arXiv:1707.06347 (PPO); dual clip arXiv:1912.09729"
+    ),
+    replace=True,
+)
+register_loss_mode(
+    "gspo", PolicyStage(_gspo_clip, _CLIP, _CLIP_METRICS, "arXiv:2507.18071v2 (GSPO)"), replace=True
+)
+register_loss_mode(
+    "sapo",
+    PolicyStage(
+        _sapo_gate, ("tau_pos", "tau_neg"), types.MappingProxyType({}), "arXiv:2511.20347v1 (SAPO)"
+    ),
+    replace=True,
+)
 register_loss_mode("cispo", PolicyStage(_cispo_weight, ("cispo_epsilon_low", "cispo_epsilon_high"),
                                         types.MappingProxyType({"clipped": "train/pg_clipfrac"}),
                                         "arXiv:2506.13585v1 (MiniMax-M1, CISPO)"), replace=True)
-register_loss_mode("reinforce", PolicyStage(_reinforce, (), types.MappingProxyType({}),
-                                            "the policy gradient -A log pi, no ratio (verl's bypass `reinforce`, NeMo-RL's "
-                                            "`disable_ppo_ratio`); arXiv:2402.14740v2"), replace=True)
+register_loss_mode(
+    "reinforce",
+    PolicyStage(
+        _reinforce,
+        (),
+        types.MappingProxyType({}),
+        "the policy gradient -A log pi, no ratio (verl's bypass `reinforce`, NeMo-RL's "
+        "`disable_ppo_ratio`); arXiv:2402.14740v2",
+    ),
+    replace=True,
+)
 
 # %% ../../nbs/04b_estimators.ipynb #74c3cb58
 def _dro(cfg, lp, old, adv, keep, ctx):
@@ -99,12 +142,20 @@ def _geo_mean(cfg, lp, old, adv, keep, ctx):
 
 
 def _sequence_product(cfg, lp, old, adv, keep, ctx):
-    return sequence_product_terms(token_log_ratio(lp, old), adv, keep, cfg.clip_ratio_low, cfg.clip_ratio_high,
-                                  cfg.clip_ratio_c)
+    return sequence_product_terms(
+        token_log_ratio(lp, old),
+        adv,
+        keep,
+        cfg.clip_ratio_low,
+        cfg.clip_ratio_high,
+        cfg.clip_ratio_c,
+    )
 
 
 def _signed_cispo(cfg, lp, old, adv, keep, ctx):
-    return signed_cispo_terms(token_log_ratio(lp, old), lp, adv, keep, cfg.cispo_epsilon_low, cfg.cispo_epsilon_high)
+    return signed_cispo_terms(
+        token_log_ratio(lp, old), lp, adv, keep, cfg.cispo_epsilon_low, cfg.cispo_epsilon_high
+    )
 
 
 def _topr(cfg, lp, old, adv, keep, ctx):
@@ -114,15 +165,37 @@ def _topr(cfg, lp, old, adv, keep, ctx):
 
 
 def _vespo(cfg, lp, old, adv, keep, ctx):
-    return vespo_terms(token_log_ratio(lp, old), lp, adv, keep, cfg.vespo_k_pos, cfg.vespo_lambda_pos,
-                       cfg.vespo_k_neg, cfg.vespo_lambda_neg)
+    return vespo_terms(
+        token_log_ratio(lp, old),
+        lp,
+        adv,
+        keep,
+        cfg.vespo_k_pos,
+        cfg.vespo_lambda_pos,
+        cfg.vespo_k_neg,
+        cfg.vespo_lambda_neg,
+    )
 
 
 def _clip_cov(cfg, lp, old, adv, keep, ctx):
     if ctx.key is None:
-        raise ValueError("loss: `key` is required by loss_mode='clip_cov' (its random subset of tokens); got None")
-    return clip_cov_terms(token_log_ratio(lp, old), lp, adv, keep, ctx.key, cfg.clip_ratio_low, cfg.clip_ratio_high,
-                          cfg.clip_cov_ratio, cfg.clip_cov_lb, cfg.clip_cov_ub, axis_name=ctx.axis_name)
+        raise ValueError(
+            "loss: `key` is required by loss_mode='clip_cov' (its random subset of tokens); got"
+            " None"
+        )
+    return clip_cov_terms(
+        token_log_ratio(lp, old),
+        lp,
+        adv,
+        keep,
+        ctx.key,
+        cfg.clip_ratio_low,
+        cfg.clip_ratio_high,
+        cfg.clip_cov_ratio,
+        cfg.clip_cov_lb,
+        cfg.clip_cov_ub,
+        axis_name=ctx.axis_name,
+    )
 
 
 def _kl_cov(cfg, lp, old, adv, keep, ctx):
@@ -132,17 +205,34 @@ def _kl_cov(cfg, lp, old, adv, keep, ctx):
 
 def _m2po_rules(cfg):
     if cfg.kl2_budget is None:
-        _reject("kl2_budget", None, "with loss_mode='m2po': Relax's M2PO clips to a second-moment budget",
-                "set kl2_budget (e.g. 0.04)")
+        _reject(
+            "kl2_budget",
+            None,
+            "with loss_mode='m2po': Relax's M2PO clips to a second-moment budget",
+            "set kl2_budget (e.g. 0.04)",
+        )
 
 
 def _m2po(cfg, lp, old, adv, keep, ctx):
-    return m2po_terms(token_log_ratio(lp, old), adv, keep, cfg.kl2_budget, cfg.miniclip_low, cfg.miniclip_high,
-                      axis_name=ctx.axis_name)
+    return m2po_terms(
+        token_log_ratio(lp, old),
+        adv,
+        keep,
+        cfg.kl2_budget,
+        cfg.miniclip_low,
+        cfg.miniclip_high,
+        axis_name=ctx.axis_name,
+    )
 
 
 def _p3o(cfg, lp, old, adv, keep, ctx):
-    beh = _token_field("loss", ctx.rollout, "behavior_log_probs", keep, "by loss_mode='p3o' (its ESS is of the sampler)")
+    beh = _token_field(
+        "loss",
+        ctx.rollout,
+        "behavior_log_probs",
+        keep,
+        "by loss_mode='p3o' (its ESS is of the sampler)",
+    )
     return p3o_terms(lp, beh, adv, keep, axis_name=ctx.axis_name)
 
 
@@ -150,38 +240,87 @@ _NONE = types.MappingProxyType({})
 _FRAC = types.MappingProxyType({"clipped": "train/pg_clipfrac"})
 for _name, _stage in {
     "dro": PolicyStage(_dro, ("dro_beta",), _NONE, "verl `dro`; Kimi k1.5, arXiv:2501.12599"),
-    "dppo_tv": PolicyStage(_dppo(dppo_tv_terms), _CLIP, types.MappingProxyType(
-        {"masked": "train/pg_clipfrac", "truncated": "train/pg_clipfrac_lower"}), "verl `dppo_tv`; arXiv:2602.04879v1"),
-    "dppo_kl": PolicyStage(_dppo(dppo_kl_terms), _CLIP, types.MappingProxyType(
-        {"masked": "train/pg_clipfrac", "truncated": "train/pg_clipfrac_lower"}), "verl `dppo_kl`; arXiv:2602.04879v1"),
-    "geo_mean": PolicyStage(_geo_mean, _CLIP[:2], _FRAC, "verl `geo_mean` (GMPO); arXiv:2507.20673v3"),
-    "sequence_product": PolicyStage(_sequence_product, _CLIP, _FRAC, "TRL RLOO's sequence-product ratio"),
-    "signed_cispo": PolicyStage(_signed_cispo, ("cispo_epsilon_low", "cispo_epsilon_high"), _FRAC,
-                                "Relax's sign-dependent CISPO bound"),
-    "topr": PolicyStage(_topr, ("topr_positive_weight", "topr_negative_weight"), _FRAC, "ROLL `topr`; arXiv:2503.14286"),
-    "vespo": PolicyStage(_vespo, ("vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg"), _NONE,
-                         "TRL `vespo`; arXiv:2602.10693v3"),
-    "clip_cov": PolicyStage(_clip_cov, ("clip_ratio_low", "clip_ratio_high", "clip_cov_ratio", "clip_cov_lb",
-                                        "clip_cov_ub"), types.MappingProxyType({"cov_clipped": "train/pg_clipfrac"}),
-                            "verl `clip_cov`; arXiv:2505.22617"),
-    "kl_cov": PolicyStage(_kl_cov, ("kl_cov_ratio", "ppo_kl_coef"), _NONE, "verl `kl_cov`; arXiv:2505.22617"),
-    "p3o": PolicyStage(_p3o, (), types.MappingProxyType({"capped": "train/pg_clipfrac"}), "Relax `p3o`; arXiv:2605.12380"),
-    "m2po": PolicyStage(_m2po, ("kl2_budget", "miniclip_low", "miniclip_high"), types.MappingProxyType(
-        {"clipped": "train/pg_clipfrac"}), "Relax `m2po`; arXiv:2510.01161", _m2po_rules),
+    "dppo_tv": PolicyStage(
+        _dppo(dppo_tv_terms),
+        _CLIP,
+        types.MappingProxyType(
+            {"masked": "train/pg_clipfrac", "truncated": "train/pg_clipfrac_lower"}
+        ),
+        "verl `dppo_tv`; arXiv:2602.04879v1",
+    ),
+    "dppo_kl": PolicyStage(
+        _dppo(dppo_kl_terms),
+        _CLIP,
+        types.MappingProxyType(
+            {"masked": "train/pg_clipfrac", "truncated": "train/pg_clipfrac_lower"}
+        ),
+        "verl `dppo_kl`; arXiv:2602.04879v1",
+    ),
+    "geo_mean": PolicyStage(
+        _geo_mean, _CLIP[:2], _FRAC, "verl `geo_mean` (GMPO); arXiv:2507.20673v3"
+    ),
+    "sequence_product": PolicyStage(
+        _sequence_product, _CLIP, _FRAC, "TRL RLOO's sequence-product ratio"
+    ),
+    "signed_cispo": PolicyStage(
+        _signed_cispo,
+        ("cispo_epsilon_low", "cispo_epsilon_high"),
+        _FRAC,
+        "Relax's sign-dependent CISPO bound",
+    ),
+    "topr": PolicyStage(
+        _topr,
+        ("topr_positive_weight", "topr_negative_weight"),
+        _FRAC,
+        "ROLL `topr`; arXiv:2503.14286",
+    ),
+    "vespo": PolicyStage(
+        _vespo,
+        ("vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg"),
+        _NONE,
+        "TRL `vespo`; arXiv:2602.10693v3",
+    ),
+    "clip_cov": PolicyStage(
+        _clip_cov,
+        ("clip_ratio_low", "clip_ratio_high", "clip_cov_ratio", "clip_cov_lb", "clip_cov_ub"),
+        types.MappingProxyType({"cov_clipped": "train/pg_clipfrac"}),
+        "verl `clip_cov`; arXiv:2505.22617",
+    ),
+    "kl_cov": PolicyStage(
+        _kl_cov, ("kl_cov_ratio", "ppo_kl_coef"), _NONE, "verl `kl_cov`; arXiv:2505.22617"
+    ),
+    "p3o": PolicyStage(
+        _p3o,
+        (),
+        types.MappingProxyType({"capped": "train/pg_clipfrac"}),
+        "Relax `p3o`; arXiv:2605.12380",
+    ),
+    "m2po": PolicyStage(
+        _m2po,
+        ("kl2_budget", "miniclip_low", "miniclip_high"),
+        types.MappingProxyType({"clipped": "train/pg_clipfrac"}),
+        "Relax `m2po`; arXiv:2510.01161",
+        _m2po_rules,
+    ),
 }.items():
     register_loss_mode(_name, _stage, replace=True)
 
 # %% ../../nbs/04b_estimators.ipynb #9bd7cebb
 def _reward_metric(r, axis_name):
     "rollout/raw_reward: the mean over every row of every shard of the (shaped) outcome reward."
-    return aggregate(r[:, None], jnp.ones((r.shape[0], 1), bool), "seq-mean-token-sum", axis_name=axis_name)
+    return aggregate(
+        r[:, None], jnp.ones((r.shape[0], 1), bool), "seq-mean-token-sum", axis_name=axis_name
+    )
 
 
 def _k1_in_reward(fn, cfg, rollout, keep, axis_name):
-    "kX(old, ref) per token (`kl_penalty`, k1 by default) when the KL reward shaping is on, with verl's `reward_kl_penalty`; else None."
+    """kX(old, ref) per token (`kl_penalty`, k1 by default) when the KL reward shaping is on, with
+    verl's `reward_kl_penalty`; else None."""
     if not _is_on(cfg, "kl_coef", rollout.ref_log_probs is not None):
         return None, {}
-    why = f"by {cfg.advantage_estimator} with kl_coef > 0 (the KL of old vs reference in the reward)"
+    why = (
+        f"by {cfg.advantage_estimator} with kl_coef > 0 (the KL of old vs reference in the reward)"
+    )
     kl = kl_penalty(_token_field(fn, rollout, "old_log_probs", keep, why),
                     _token_field(fn, rollout, "ref_log_probs", keep, why), cfg.kl_penalty)
     kl = jnp.where(keep, kl, 0)
@@ -206,9 +345,11 @@ def _baseline_stage(cfg, rollout, keep, groups, axis_name):
 
 def _group_stage(cfg, rollout, keep, groups, axis_name):
     r = _rewards_of("advantages", cfg, rollout, keep)
-    if cfg.use_leave_one_out_baseline:     # NeMo-RL's GRPO default: the others' mean, over the others' std
+    # NeMo-RL's GRPO default: the others' mean, over the others' std
+    if cfg.use_leave_one_out_baseline:
         a = leave_one_out_advantage(r, groups, normalize_rewards=cfg.norm_adv_by_std_in_grpo)
-    elif cfg.scale_rewards == "batch":     # TRL's "Lite PPO": the group-centred reward over the batch std
+    # TRL's "Lite PPO": the group-centred reward over the batch std
+    elif cfg.scale_rewards == "batch":
         a = batch_std_advantage(r, groups, axis_name=axis_name)
     else:
         a = group_advantage(r, groups, normalise_by_std=cfg.norm_adv_by_std_in_grpo)
@@ -218,47 +359,81 @@ def _group_stage(cfg, rollout, keep, groups, axis_name):
 def _dapo_stage(cfg, rollout, keep, groups, axis_name):
     r = _rewards_of("advantages", cfg, rollout, keep)
     if cfg.overlong_buffer_len is not None:
-        r = r + overlong_penalty(keep, cfg.max_response_length or keep.shape[1], cfg.overlong_buffer_len,
-                                 cfg.overlong_penalty_factor).astype(r.dtype)
+        r = r + overlong_penalty(
+            keep,
+            cfg.max_response_length or keep.shape[1],
+            cfg.overlong_buffer_len,
+            cfg.overlong_penalty_factor,
+        ).astype(r.dtype)
     a = group_advantage(r, groups, normalise_by_std=cfg.norm_adv_by_std_in_grpo)
     raw = jnp.where(keep, a[:, None], 0)
     if not cfg.dynamic_sampling:
         return RawAdvantages(raw, _reward_metric(r, axis_name))
     kept_rows, kept_groups = dynamic_sampling_mask(r, groups)
-    kept = aggregate(kept_groups.astype(jnp.float32)[None, None], jnp.ones((1, 1), bool), "token-sum",
-                     axis_name=axis_name)  # the groups of every shard
+    kept = aggregate(
+        kept_groups.astype(jnp.float32)[None, None],
+        jnp.ones((1, 1), bool),
+        "token-sum",
+        axis_name=axis_name,
+    )  # the groups of every shard
     return RawAdvantages(raw, _reward_metric(r, axis_name), kept_rows=kept_rows,
                          metrics={"rollout/kept_groups": kept.astype(jnp.int32)})
 
 
 def _rloo_stage(cfg, rollout, keep, groups, axis_name):
     r = _rewards_of("advantages", cfg, rollout, keep)
-    if _is_on(cfg, "kl_coef", rollout.ref_log_probs is not None):   # TRL's RLOO: the row's summed KL leaves its reward before the baseline
+    # TRL's RLOO: the row's summed KL leaves its reward before the baseline
+    if _is_on(cfg, "kl_coef", rollout.ref_log_probs is not None):
         why = "by rloo with kl_coef > 0 (the row's summed KL of old vs reference leaves its reward)"
-        r = kl_shaped_sequence_rewards(r, _token_field("advantages", rollout, "old_log_probs", keep, why),
-                                       _token_field("advantages", rollout, "ref_log_probs", keep, why), keep,
-                                       cfg.kl_coef, cfg.kl_penalty)
-    return RawAdvantages(jnp.where(keep, rloo_advantage(r, groups)[:, None], 0), _reward_metric(r, axis_name))
+        r = kl_shaped_sequence_rewards(
+            r,
+            _token_field("advantages", rollout, "old_log_probs", keep, why),
+            _token_field("advantages", rollout, "ref_log_probs", keep, why),
+            keep,
+            cfg.kl_coef,
+            cfg.kl_penalty,
+        )
+    return RawAdvantages(
+        jnp.where(keep, rloo_advantage(r, groups)[:, None], 0), _reward_metric(r, axis_name)
+    )
 
 
 def _gae_stage(cfg, rollout, keep, groups, axis_name):
     fn = "advantages"
-    r_tok = _token_field(fn, rollout, "token_rewards", keep, "by ppo (the per-token rewards of GAE)", allow_int=True)
-    values = _token_field(fn, rollout, "old_values", keep, "by ppo (the critic's values at rollout time)")
-    reward = aggregate(r_tok, keep, "seq-mean-token-sum", axis_name=axis_name)  # mean over rows of row sums
+    r_tok = _token_field(
+        fn, rollout, "token_rewards", keep, "by ppo (the per-token rewards of GAE)", allow_int=True
+    )
+    values = _token_field(
+        fn, rollout, "old_values", keep, "by ppo (the critic's values at rollout time)"
+    )
+    # mean over rows of row sums
+    reward = aggregate(r_tok, keep, "seq-mean-token-sum", axis_name=axis_name)
     kl, metrics = _k1_in_reward(fn, cfg, rollout, keep, axis_name)
     if kl is not None:
         r_tok = jnp.where(keep, r_tok - cfg.kl_coef * kl, 0)
-    lam = cfg.lam if cfg.length_adaptive_alpha is None else length_adaptive_lambda(keep, cfg.length_adaptive_alpha)
+    lam = (
+        cfg.lam
+        if cfg.length_adaptive_alpha is None
+        else length_adaptive_lambda(keep, cfg.length_adaptive_alpha)
+    )
     raw = jnp.where(keep, gae_raw(r_tok, values, keep, cfg.gamma, lam), 0)
     # VAPO's decoupled GAE: the critic's targets with their own lambda (NeMo-RL's gae_lambda_value)
-    value_adv = raw if cfg.gae_lambda_value is None else gae_raw(r_tok, values, keep, cfg.gamma, cfg.gae_lambda_value)
-    return RawAdvantages(raw, reward, returns=jnp.where(keep, value_adv + values, 0), metrics=metrics)
+    value_adv = (
+        raw
+        if cfg.gae_lambda_value is None
+        else gae_raw(r_tok, values, keep, cfg.gamma, cfg.gae_lambda_value)
+    )
+    return RawAdvantages(
+        raw, reward, returns=jnp.where(keep, value_adv + values, 0), metrics=metrics
+    )
 
 
 def _population_normalise(cfg, raw, keep, axis_name):
-    "REINFORCE++'s global z-score: population variance under a 1e-8 floor, over every valid token of every shard."
-    return global_masked_normalize(raw, keep, axis_name=axis_name) if cfg.normalize_advantages else raw
+    """REINFORCE++'s global z-score: population variance under a 1e-8 floor, over every valid token
+    of every shard."""
+    return (
+        global_masked_normalize(raw, keep, axis_name=axis_name) if cfg.normalize_advantages else raw
+    )
 
 
 def _bessel_whiten(cfg, raw, keep, axis_name):
@@ -270,136 +445,327 @@ def _bessel_whiten(cfg, raw, keep, axis_name):
 
 _GROUP_READS = ("n_samples_per_prompt", "reward_post_process", "custom_advantage")
 _Z = ("norm_adv_by_std_in_grpo",)
-RFPP = AdvantageStage(_rfpp_stage, ("normalize_advantages", "gamma", "kl_coef", "kl_penalty", "reward_post_process",
-                                    "custom_advantage"),
-                      ("rewards", "old_log_probs", "ref_log_probs"), normalise=_population_normalise,
-                      metrics=("rollout/returns", "rollout/reward_kl_penalty"))
-RFPP_BASELINE = AdvantageStage(_baseline_stage, ("normalize_advantages", "n_samples_per_prompt"),
-                               ("rewards", "group_ids"), group=True, normalise=_population_normalise)
-GROUP_Z = AdvantageStage(_group_stage, _Z + _GROUP_READS + ("scale_rewards", "use_leave_one_out_baseline"),
-                         ("rewards", "group_ids"), group=True)
-DAPO = AdvantageStage(_dapo_stage, _Z + _GROUP_READS + ("dynamic_sampling", "overlong_buffer_len",
-                      "overlong_penalty_factor", "max_response_length"), ("rewards", "group_ids"), group=True,
-                      metrics=("rollout/kept_groups",))
-RLOO = AdvantageStage(_rloo_stage, _GROUP_READS + ("kl_coef", "kl_penalty"), ("rewards", "group_ids", "old_log_probs",
-                                                                         "ref_log_probs"), group=True)
-GAE = AdvantageStage(_gae_stage, ("normalize_advantages", "gamma", "lam", "kl_coef", "kl_penalty", "custom_advantage",
-                                  "gae_lambda_value", "length_adaptive_alpha"),
-                     ("token_rewards", "old_values", "old_log_probs", "ref_log_probs"), normalise=_bessel_whiten,
-                     metrics=("rollout/returns", "rollout/reward_kl_penalty"))
+RFPP = AdvantageStage(
+    _rfpp_stage,
+    (
+        "normalize_advantages",
+        "gamma",
+        "kl_coef",
+        "kl_penalty",
+        "reward_post_process",
+        "custom_advantage",
+    ),
+    ("rewards", "old_log_probs", "ref_log_probs"),
+    normalise=_population_normalise,
+    metrics=("rollout/returns", "rollout/reward_kl_penalty"),
+)
+RFPP_BASELINE = AdvantageStage(
+    _baseline_stage,
+    ("normalize_advantages", "n_samples_per_prompt"),
+    ("rewards", "group_ids"),
+    group=True,
+    normalise=_population_normalise,
+)
+GROUP_Z = AdvantageStage(
+    _group_stage,
+    _Z + _GROUP_READS + ("scale_rewards", "use_leave_one_out_baseline"),
+    ("rewards", "group_ids"),
+    group=True,
+)
+DAPO = AdvantageStage(
+    _dapo_stage,
+    _Z
+    + _GROUP_READS
+    + ("dynamic_sampling", "overlong_buffer_len", "overlong_penalty_factor", "max_response_length"),
+    ("rewards", "group_ids"),
+    group=True,
+    metrics=("rollout/kept_groups",),
+)
+RLOO = AdvantageStage(
+    _rloo_stage,
+    _GROUP_READS + ("kl_coef", "kl_penalty"),
+    ("rewards", "group_ids", "old_log_probs", "ref_log_probs"),
+    group=True,
+)
+GAE = AdvantageStage(
+    _gae_stage,
+    (
+        "normalize_advantages",
+        "gamma",
+        "lam",
+        "kl_coef",
+        "kl_penalty",
+        "custom_advantage",
+        "gae_lambda_value",
+        "length_adaptive_alpha",
+    ),
+    ("token_rewards", "old_values", "old_log_probs", "ref_log_probs"),
+    normalise=_bessel_whiten,
+    metrics=("rollout/returns", "rollout/reward_kl_penalty"),
+)
 
 # %% ../../nbs/04b_estimators.ipynb #50079177
 def _rfpp_rules(c) -> None:
-    "The REINFORCE++ pair: a closed synchronous global batch, verified token ownership; plain REINFORCE++'s KL is in the reward."
+    """The REINFORCE++ pair: a closed synchronous global batch, verified token ownership; plain
+    REINFORCE++'s KL is in the reward."""
     est = c.advantage_estimator
     if c.context_parallel_size > 1:
-        raise ValueError(f"ObjectiveConfig: `context_parallel_size`={c.context_parallel_size!r} for {est}: the unique-token "
-                         "ownership that global moments need under context parallelism is not verified; use "
-                         "context_parallel_size=1")
+        raise ValueError(
+            f"ObjectiveConfig: `context_parallel_size`={c.context_parallel_size!r} for {est}: the"
+            " unique-token ownership that global moments need under context parallelism is not"
+            " verified; use context_parallel_size=1"
+        )
     if c.rollout_mode != "colocate":
-        raise ValueError(f"ObjectiveConfig: `rollout_mode`={c.rollout_mode!r} for {est}: only synchronous colocated "
-                         "training defines the closed global batch its moments are taken over; use rollout_mode='colocate'")
+        raise ValueError(
+            f"ObjectiveConfig: `rollout_mode`={c.rollout_mode!r} for {est}: only synchronous"
+            " colocated training defines the closed global batch its moments are taken over; use"
+            " rollout_mode='colocate'"
+        )
     if est == "reinforce_plus_plus" and c.use_kl_loss:
-        raise ValueError("ObjectiveConfig: `use_kl_loss`=True for reinforce_plus_plus: its reference KL is already k1 in "
-                         "the reward (kl_coef); leave use_kl_loss=False, or use reinforce_plus_plus_baseline for a k2 loss")
+        raise ValueError(
+            "ObjectiveConfig: `use_kl_loss`=True for reinforce_plus_plus: its reference KL is"
+            " already k1 in the reward (kl_coef); leave use_kl_loss=False, or use"
+            " reinforce_plus_plus_baseline for a k2 loss"
+        )
 
 
-register_estimator(Estimator(
-    "reinforce_plus_plus", RFPP,
-    recipe=dict(normalize_advantages=True, gamma=1.0, kl_coef=0.01, clip_ratio_c=None, loss_mode="vanilla"),
-    default_agg="seq-mean-token-mean", fixed_agg=True, rules=_rfpp_rules,
-    summary="k1-shaped return to go, global population z-score, token PPO clip, response mean",
-    source="arXiv:2501.03262v9 (REINFORCE++)"), replace=True)
-register_estimator(Estimator(
-    "reinforce_plus_plus_baseline", RFPP_BASELINE,
-    recipe=dict(normalize_advantages=True, n_samples_per_prompt=8, use_kl_loss=True, kl_loss_type="k2",
-                kl_loss_coef=0.01, clip_ratio_c=None, loss_mode="vanilla"),
-    default_agg="seq-mean-token-mean", fixed_agg=True, rules=_rfpp_rules,
-    hints=types.MappingProxyType({
-        "kl_coef": "its reference KL is the separate k2 loss, never in the advantage (set kl_loss_coef)",
-        "reward_post_process": "it would bypass the frozen inclusive group-mean advantage",
-        "custom_advantage": "it would bypass the frozen inclusive group-mean advantage"}),
-    summary="R minus its group's mean (itself included), global z-score, separate k2 loss",
-    source="arXiv:2501.03262v9 (REINFORCE++-baseline)"), replace=True)
+register_estimator(
+    Estimator(
+        "reinforce_plus_plus",
+        RFPP,
+        recipe=dict(
+            normalize_advantages=True,
+            gamma=1.0,
+            kl_coef=0.01,
+            clip_ratio_c=None,
+            loss_mode="vanilla",
+        ),
+        default_agg="seq-mean-token-mean",
+        fixed_agg=True,
+        rules=_rfpp_rules,
+        summary="k1-shaped return to go, global population z-score, token PPO clip, response mean",
+        source="arXiv:2501.03262v9 (REINFORCE++)",
+    ),
+    replace=True,
+)
+register_estimator(
+    Estimator(
+        "reinforce_plus_plus_baseline",
+        RFPP_BASELINE,
+        recipe=dict(
+            normalize_advantages=True,
+            n_samples_per_prompt=8,
+            use_kl_loss=True,
+            kl_loss_type="k2",
+            kl_loss_coef=0.01,
+            clip_ratio_c=None,
+            loss_mode="vanilla",
+        ),
+        default_agg="seq-mean-token-mean",
+        fixed_agg=True,
+        rules=_rfpp_rules,
+        hints=types.MappingProxyType({
+            "kl_coef": (
+                "its reference KL is the separate k2 loss, never in the advantage (set"
+                " kl_loss_coef)"
+            ),
+            "reward_post_process": "it would bypass the frozen inclusive group-mean advantage",
+            "custom_advantage": "it would bypass the frozen inclusive group-mean advantage",
+        }),
+        summary="R minus its group's mean (itself included), global z-score, separate k2 loss",
+        source="arXiv:2501.03262v9 (REINFORCE++-baseline)",
+    ),
+    replace=True,
+)
 
 # %% ../../nbs/04b_estimators.ipynb #6bdebf44
 def _dr_grpo_rules(c) -> None:
     if c.norm_adv_by_std_in_grpo:
-        raise ValueError("ObjectiveConfig: `norm_adv_by_std_in_grpo`=True for dr_grpo: Dr.GRPO's advantage is mean-centring "
-                         "only; set norm_adv_by_std_in_grpo=False, or use grpo for the std-normalised advantage")
+        raise ValueError(
+            "ObjectiveConfig: `norm_adv_by_std_in_grpo`=True for dr_grpo: Dr.GRPO's advantage is"
+            " mean-centring only; set norm_adv_by_std_in_grpo=False, or use grpo for the"
+            " std-normalised advantage"
+        )
 
 
-register_estimator(Estimator(
-    "grpo", GROUP_Z, recipe=dict(n_samples_per_prompt=8, loss_mode="vanilla"), default_agg="seq-mean-token-mean",
-    summary="(R - group mean) / (group std + 1e-6) on every token, dual-clip PPO, response mean",
-    source="arXiv:2402.03300v3, Sec. 4.1 (DeepSeekMath, GRPO)"), replace=True)
-register_estimator(Estimator(
-    "dr_grpo", GROUP_Z, recipe=dict(n_samples_per_prompt=8, norm_adv_by_std_in_grpo=False, loss_mode="vanilla"),
-    default_agg="seq-mean-token-sum-norm", rules=_dr_grpo_rules,
-    summary="R - group mean (no std), token sums over a constant", source="arXiv:2503.20783v2 (Dr. GRPO)"),
-    replace=True)
+register_estimator(
+    Estimator(
+        "grpo",
+        GROUP_Z,
+        recipe=dict(n_samples_per_prompt=8, loss_mode="vanilla"),
+        default_agg="seq-mean-token-mean",
+        summary=(
+            "(R - group mean) / (group std + 1e-6) on every token, dual-clip PPO, response mean"
+        ),
+        source="arXiv:2402.03300v3, Sec. 4.1 (DeepSeekMath, GRPO)",
+    ),
+    replace=True,
+)
+register_estimator(
+    Estimator(
+        "dr_grpo",
+        GROUP_Z,
+        recipe=dict(n_samples_per_prompt=8, norm_adv_by_std_in_grpo=False, loss_mode="vanilla"),
+        default_agg="seq-mean-token-sum-norm",
+        rules=_dr_grpo_rules,
+        summary="R - group mean (no std), token sums over a constant",
+        source="arXiv:2503.20783v2 (Dr. GRPO)",
+    ),
+    replace=True,
+)
 
 # %% ../../nbs/04b_estimators.ipynb #0600bf8b
-register_estimator(Estimator(
-    "dapo", DAPO, recipe=dict(n_samples_per_prompt=8, clip_ratio_high=0.28, dynamic_sampling=True,
-                              overlong_penalty_factor=1.0, loss_mode="vanilla"),
-    default_agg="token-mean",
-    summary="group advantage of overlong-shaped rewards, clip-higher 0.2/0.28, dynamic sampling, token mean",
-    source="arXiv:2503.14476v2 (DAPO)"), replace=True)
+register_estimator(
+    Estimator(
+        "dapo",
+        DAPO,
+        recipe=dict(
+            n_samples_per_prompt=8,
+            clip_ratio_high=0.28,
+            dynamic_sampling=True,
+            overlong_penalty_factor=1.0,
+            loss_mode="vanilla",
+        ),
+        default_agg="token-mean",
+        summary=(
+            "group advantage of overlong-shaped rewards, clip-higher 0.2/0.28, dynamic sampling,"
+            " token mean"
+        ),
+        source="arXiv:2503.14476v2 (DAPO)",
+    ),
+    replace=True,
+)
 
 # %% ../../nbs/04b_estimators.ipynb #b41b1480
-register_estimator(Estimator(
-    "gspo", GROUP_Z, recipe=dict(n_samples_per_prompt=8, clip_ratio_low=3e-4, clip_ratio_high=4e-4, clip_ratio_c=None,
-                                 loss_mode="gspo"),
-    default_agg="seq-mean-token-mean",
-    summary="the group advantage with the length-normalised sequence ratio, clip 3e-4/4e-4",
-    source="arXiv:2507.18071v2 (GSPO)"), replace=True)
-register_estimator(Estimator(
-    "sapo", GROUP_Z, recipe=dict(n_samples_per_prompt=8, tau_pos=1.0, tau_neg=1.05, loss_mode="sapo"),
-    default_agg="seq-mean-token-mean",
-    summary="the group advantage with the soft gate -(4/tau) sigmoid(tau (rho - 1)) A",
-    source="arXiv:2511.20347v1 (SAPO)"), replace=True)
-register_estimator(Estimator(
-    "cispo", GROUP_Z, recipe=dict(n_samples_per_prompt=8, cispo_epsilon_low=1.0, cispo_epsilon_high=4.0,
-                                  loss_mode="cispo"),
-    default_agg="token-mean", summary="the group advantage with -sg(clip(rho, 1 - 1.0, 1 + 4.0)) A log pi",
-    source="arXiv:2506.13585v1 (MiniMax-M1, CISPO)"), replace=True)
+register_estimator(
+    Estimator(
+        "gspo",
+        GROUP_Z,
+        recipe=dict(
+            n_samples_per_prompt=8,
+            clip_ratio_low=3e-4,
+            clip_ratio_high=4e-4,
+            clip_ratio_c=None,
+            loss_mode="gspo",
+        ),
+        default_agg="seq-mean-token-mean",
+        summary="the group advantage with the length-normalised sequence ratio, clip 3e-4/4e-4",
+        source="arXiv:2507.18071v2 (GSPO)",
+    ),
+    replace=True,
+)
+register_estimator(
+    Estimator(
+        "sapo",
+        GROUP_Z,
+        recipe=dict(n_samples_per_prompt=8, tau_pos=1.0, tau_neg=1.05, loss_mode="sapo"),
+        default_agg="seq-mean-token-mean",
+        summary="the group advantage with the soft gate -(4/tau) sigmoid(tau (rho - 1)) A",
+        source="arXiv:2511.20347v1 (SAPO)",
+    ),
+    replace=True,
+)
+register_estimator(
+    Estimator(
+        "cispo",
+        GROUP_Z,
+        recipe=dict(
+            n_samples_per_prompt=8, cispo_epsilon_low=1.0, cispo_epsilon_high=4.0, loss_mode="cispo"
+        ),
+        default_agg="token-mean",
+        summary="the group advantage with -sg(clip(rho, 1 - 1.0, 1 + 4.0)) A log pi",
+        source="arXiv:2506.13585v1 (MiniMax-M1, CISPO)",
+    ),
+    replace=True,
+)
 
 # %% ../../nbs/04b_estimators.ipynb #a22e8741
-register_estimator(Estimator(
-    "rloo", RLOO, recipe=dict(n_samples_per_prompt=8, loss_mode="vanilla"), default_agg="token-mean",
-    summary="R_i - mean of the other members of its group on every token, dual-clip PPO",
-    source="arXiv:2402.14740v2 (RLOO)"), replace=True)
+register_estimator(
+    Estimator(
+        "rloo",
+        RLOO,
+        recipe=dict(n_samples_per_prompt=8, loss_mode="vanilla"),
+        default_agg="token-mean",
+        summary="R_i - mean of the other members of its group on every token, dual-clip PPO",
+        source="arXiv:2402.14740v2 (RLOO)",
+    ),
+    replace=True,
+)
 
 # %% ../../nbs/04b_estimators.ipynb #70ef65a0
-register_estimator(Estimator(
-    "ppo", GAE, recipe=dict(normalize_advantages=True, gamma=1.0, lam=0.95, cliprange_value=0.2, vf_coef=0.5,
-                            loss_mode="vanilla"),
-    default_agg="token-mean", reads=("cliprange_value", "vf_coef"), value=True,
-    summary="GAE (gamma 1, lambda 0.95) whitened over the global batch, dual-clip PPO plus 0.5 x clipped value loss",
-    source="arXiv:1707.06347 (PPO) and arXiv:1506.02438 (GAE); versions not confirmed"), replace=True)
+register_estimator(
+    Estimator(
+        "ppo",
+        GAE,
+        recipe=dict(
+            normalize_advantages=True,
+            gamma=1.0,
+            lam=0.95,
+            cliprange_value=0.2,
+            vf_coef=0.5,
+            loss_mode="vanilla",
+        ),
+        default_agg="token-mean",
+        reads=("cliprange_value", "vf_coef"),
+        value=True,
+        summary=(
+            "GAE (gamma 1, lambda 0.95) whitened over the global batch, dual-clip PPO plus 0.5 x"
+            " clipped value loss"
+        ),
+        source="arXiv:1707.06347 (PPO) and arXiv:1506.02438 (GAE); versions not confirmed",
+    ),
+    replace=True,
+)
 
 # %% ../../nbs/04b_estimators.ipynb #04927cf0
-register_estimator(Estimator(
-    "dpo", None, recipe=dict(beta=0.1), default_agg=None,
-    reads=("beta", "loss_type", "label_smoothing", "f_divergence_type", "f_alpha_divergence_coef", "ld_alpha",
-           "use_weighting", "discopop_tau", "loss_weights"),
-    summary="-log_sigmoid(beta Delta) of summed log-prob margins, mean over pairs",
-    source="arXiv:2305.18290, Eq. 7 (DPO; version not confirmed)"), replace=True)
+register_estimator(
+    Estimator(
+        "dpo",
+        None,
+        recipe=dict(beta=0.1),
+        default_agg=None,
+        reads=(
+            "beta",
+            "loss_type",
+            "label_smoothing",
+            "f_divergence_type",
+            "f_alpha_divergence_coef",
+            "ld_alpha",
+            "use_weighting",
+            "discopop_tau",
+            "loss_weights",
+        ),
+        summary="-log_sigmoid(beta Delta) of summed log-prob margins, mean over pairs",
+        source="arXiv:2305.18290, Eq. 7 (DPO; version not confirmed)",
+    ),
+    replace=True,
+)
 
 # %% ../../nbs/04b_estimators.ipynb #ad2aa526
 def _components(fn, rollout, keep):
     value = rollout.reward_components
-    check_present(fn, "rollout.reward_components", value, "by gdpo (the reward components of each row, [B, K])")
+    check_present(
+        fn,
+        "rollout.reward_components",
+        value,
+        "by gdpo (the reward components of each row, [B, K])",
+    )
     x = as_float(fn, "rollout.reward_components", value, allow_int=True)
     if x.ndim != 2 or x.shape[0] != keep.shape[0]:
-        raise ValueError(f"{fn}: `rollout.reward_components` must be [B, K] with B = {keep.shape[0]}; got shape {list(x.shape)}")
+        raise ValueError(
+            f"{fn}: `rollout.reward_components` must be [B, K] with B = {keep.shape[0]}; got shape"
+            f" {list(x.shape)}"
+        )
     return x
 
 
 def _gdpo_stage(cfg, rollout, keep, groups, axis_name):
     comps = _components("advantages", rollout, keep)
-    w = None if cfg.gdpo_reward_weights is None else jnp.asarray(cfg.gdpo_reward_weights, jnp.float32)
+    w = (
+        None
+        if cfg.gdpo_reward_weights is None
+        else jnp.asarray(cfg.gdpo_reward_weights, jnp.float32)
+    )
     adv = gdpo_advantage(comps, keep, groups, reward_weights=w, axis_name=axis_name)
     total = comps.sum(-1) if w is None else comps @ w
     return RawAdvantages(jnp.where(keep, adv, 0), _reward_metric(total, axis_name))
@@ -407,7 +773,9 @@ def _gdpo_stage(cfg, rollout, keep, groups, axis_name):
 
 def _opo_stage(cfg, rollout, keep, groups, axis_name):
     r = _rewards_of("advantages", cfg, rollout, keep)
-    return RawAdvantages(jnp.where(keep, opo_advantage(r, keep, groups), 0), _reward_metric(r, axis_name))
+    return RawAdvantages(
+        jnp.where(keep, opo_advantage(r, keep, groups), 0), _reward_metric(r, axis_name)
+    )
 
 
 def _passk_stage(cfg, rollout, keep, groups, axis_name):
@@ -424,8 +792,15 @@ def _gpg_stage(cfg, rollout, keep, groups, axis_name):
 
 def _remax_stage(cfg, rollout, keep, groups, axis_name):
     fn = "advantages"
-    r_tok = _token_field(fn, rollout, "token_rewards", keep, "by remax (the per-token rewards)", allow_int=True)
-    check_present(fn, "rollout.reward_baselines", rollout.reward_baselines, "by remax (the greedy response's reward)")
+    r_tok = _token_field(
+        fn, rollout, "token_rewards", keep, "by remax (the per-token rewards)", allow_int=True
+    )
+    check_present(
+        fn,
+        "rollout.reward_baselines",
+        rollout.reward_baselines,
+        "by remax (the greedy response's reward)",
+    )
     base = as_float(fn, "rollout.reward_baselines", rollout.reward_baselines, allow_int=True)
     adv, returns = remax_advantage(r_tok, base, keep)
     reward = aggregate(r_tok, keep, "seq-mean-token-sum", axis_name=axis_name)
@@ -434,10 +809,20 @@ def _remax_stage(cfg, rollout, keep, groups, axis_name):
 
 def _otb_stage(cfg, rollout, keep, groups, axis_name):
     fn = "advantages"
-    r_tok = _token_field(fn, rollout, "token_rewards", keep, "by optimal_token_baseline (the per-token rewards)",
-                         allow_int=True)
-    old = _token_field(fn, rollout, "old_log_probs", keep, "by optimal_token_baseline (its weights W_t)")
-    s2 = _token_field(fn, rollout, "sum_pi_squared", keep, "by optimal_token_baseline (sum_v pi_v^2 per position)")
+    r_tok = _token_field(
+        fn,
+        rollout,
+        "token_rewards",
+        keep,
+        "by optimal_token_baseline (the per-token rewards)",
+        allow_int=True,
+    )
+    old = _token_field(
+        fn, rollout, "old_log_probs", keep, "by optimal_token_baseline (its weights W_t)"
+    )
+    s2 = _token_field(
+        fn, rollout, "sum_pi_squared", keep, "by optimal_token_baseline (sum_v pi_v^2 per position)"
+    )
     adv, returns = optimal_token_baseline_advantage(r_tok, keep, old, s2, groups)
     reward = aggregate(r_tok, keep, "seq-mean-token-sum", axis_name=axis_name)
     return RawAdvantages(jnp.where(keep, adv, 0), reward, returns=returns)
@@ -445,84 +830,170 @@ def _otb_stage(cfg, rollout, keep, groups, axis_name):
 
 _G = ("n_samples_per_prompt", "custom_advantage")
 for _name, _stage, _recipe, _summary, _source in (
-    ("gdpo", AdvantageStage(_gdpo_stage, _G + ("gdpo_reward_weights",), ("reward_components", "group_ids"), group=True),
-     dict(n_samples_per_prompt=8, loss_mode="vanilla"),
-     "a z-score per reward component and group, a weighted sum, whitened over the batch", "arXiv:2601.05242v1 (GDPO)"),
-    ("opo", AdvantageStage(_opo_stage, _G + ("reward_post_process",), ("rewards", "group_ids"), group=True),
-     dict(n_samples_per_prompt=8, loss_mode="vanilla"), "R minus the length-weighted mean of its group",
-     "arXiv:2505.23585v2 (OPO)"),
-    ("grpo_passk", AdvantageStage(_passk_stage, _G + ("reward_post_process", "norm_adv_by_std_in_grpo"),
-                                  ("rewards", "group_ids"), group=True),
-     dict(n_samples_per_prompt=8, loss_mode="vanilla"), "only the group's best row gets (r_max - r_2nd) [/ std]",
-     "arXiv:2503.19595 (Pass@k, as cited by verl)"),
-    ("gpg", AdvantageStage(_gpg_stage, _G + ("reward_post_process",), ("rewards", "group_ids"), group=True),
-     dict(n_samples_per_prompt=8, loss_mode="reinforce"), "alpha (R - group mean), alpha = B / #{R != 0}, with -A log pi",
-     "arXiv:2504.02546v3 (GPG)"),
-    ("remax", AdvantageStage(_remax_stage, ("custom_advantage",), ("token_rewards", "reward_baselines")),
-     dict(loss_mode="vanilla"), "the return to go minus the reward of a greedy response", "arXiv:2310.10505 (ReMax)"),
-    ("optimal_token_baseline", AdvantageStage(_otb_stage, _G, ("token_rewards", "old_log_probs", "sum_pi_squared",
-                                                                   "group_ids"), group=True),
-     dict(n_samples_per_prompt=8, loss_mode="vanilla"), "per-token baseline sum G_t W_t / sum W_t with W from sum pi^2",
-     "arXiv:2602.07078v1 (optimal token baseline)"),
+    (
+        "gdpo",
+        AdvantageStage(
+            _gdpo_stage,
+            _G + ("gdpo_reward_weights",),
+            ("reward_components", "group_ids"),
+            group=True,
+        ),
+        dict(n_samples_per_prompt=8, loss_mode="vanilla"),
+        "a z-score per reward component and group, a weighted sum, whitened over the batch",
+        "arXiv:2601.05242v1 (GDPO)",
+    ),
+    (
+        "opo",
+        AdvantageStage(
+            _opo_stage, _G + ("reward_post_process",), ("rewards", "group_ids"), group=True
+        ),
+        dict(n_samples_per_prompt=8, loss_mode="vanilla"),
+        "R minus the length-weighted mean of its group",
+        "arXiv:2505.23585v2 (OPO)",
+    ),
+    (
+        "grpo_passk",
+        AdvantageStage(
+            _passk_stage,
+            _G + ("reward_post_process", "norm_adv_by_std_in_grpo"),
+            ("rewards", "group_ids"),
+            group=True,
+        ),
+        dict(n_samples_per_prompt=8, loss_mode="vanilla"),
+        "only the group's best row gets (r_max - r_2nd) [/ std]",
+        "arXiv:2503.19595 (Pass@k, as cited by verl)",
+    ),
+    (
+        "gpg",
+        AdvantageStage(
+            _gpg_stage, _G + ("reward_post_process",), ("rewards", "group_ids"), group=True
+        ),
+        dict(n_samples_per_prompt=8, loss_mode="reinforce"),
+        "alpha (R - group mean), alpha = B / #{R != 0}, with -A log pi",
+        "arXiv:2504.02546v3 (GPG)",
+    ),
+    (
+        "remax",
+        AdvantageStage(_remax_stage, ("custom_advantage",), ("token_rewards", "reward_baselines")),
+        dict(loss_mode="vanilla"),
+        "the return to go minus the reward of a greedy response",
+        "arXiv:2310.10505 (ReMax)",
+    ),
+    (
+        "optimal_token_baseline",
+        AdvantageStage(
+            _otb_stage,
+            _G,
+            ("token_rewards", "old_log_probs", "sum_pi_squared", "group_ids"),
+            group=True,
+        ),
+        dict(n_samples_per_prompt=8, loss_mode="vanilla"),
+        "per-token baseline sum G_t W_t / sum W_t with W from sum pi^2",
+        "arXiv:2602.07078v1 (optimal token baseline)",
+    ),
 ):
-    register_estimator(Estimator(_name, _stage, recipe=_recipe, default_agg="token-mean", summary=_summary,
-                                 source=_source), replace=True)
+    register_estimator(
+        Estimator(
+            _name,
+            _stage,
+            recipe=_recipe,
+            default_agg="token-mean",
+            summary=_summary,
+            source=_source,
+        ),
+        replace=True,
+    )
 
 # %% ../../nbs/04b_estimators.ipynb #d4f4f7a8
 def _distillation_stage(cfg, rollout, keep, groups, axis_name):
     fn = "advantages"
-    why = "by on_policy_distillation: the student's (old) and the teacher's log-probs of the sampled tokens"
+    why = (
+        "by on_policy_distillation: the student's (old) and the teacher's log-probs of the sampled"
+        " tokens"
+    )
     old = _token_field(fn, rollout, "old_log_probs", keep, why)
     teacher = _token_field(fn, rollout, "teacher_log_probs", keep, why)
     adv = distillation_advantage(old, teacher, keep, loss_max_clamp=cfg.loss_max_clamp)
-    # the reward metric: the sequence sum of log pi_T - log pi_S, the negative sampled reverse KL of each row
+    # the reward metric: the sequence sum of log pi_T - log pi_S, the negative sampled reverse KL of
+    # each row
     reward = aggregate(teacher - old, keep, "seq-mean-token-sum", axis_name=axis_name)
     return RawAdvantages(jnp.where(keep, adv, 0), reward)
 
 
-register_estimator(Estimator(
-    "on_policy_distillation",
-    AdvantageStage(_distillation_stage, ("loss_max_clamp",), ("old_log_probs", "teacher_log_probs"),
-                   excludes=("opd_kl_coef",)),  # the distillation advantage is the estimator: no second term on top
-    recipe=dict(loss_max_clamp=10.0, loss_mode="vanilla"), default_agg="token-mean",
-    summary="A = -clamp(log pi_old - log pi_teacher, +-10) per token, the PPO clip, token mean",
-    source="Thinking Machines Lab (2025), On-Policy Distillation (no arXiv); arXiv:2601.02780v2 (MOPD)"),
-    replace=True)
+register_estimator(
+    Estimator(
+        "on_policy_distillation",
+        AdvantageStage(
+            _distillation_stage,
+            ("loss_max_clamp",),
+            ("old_log_probs", "teacher_log_probs"),
+            # the distillation advantage is the estimator: no second term on top
+            excludes=("opd_kl_coef",),
+        ),
+        recipe=dict(loss_max_clamp=10.0, loss_mode="vanilla"),
+        default_agg="token-mean",
+        summary="A = -clamp(log pi_old - log pi_teacher, +-10) per token, the PPO clip, token mean",
+        source=(
+            "Thinking Machines Lab (2025), On-Policy Distillation (no arXiv); arXiv:2601.02780v2"
+            " (MOPD)"
+        ),
+    ),
+    replace=True,
+)
 
 # %% ../../nbs/04b_estimators.ipynb #e706804b
 ESTIMATORS = tuple(_ESTIMATORS)
-GROUP_ESTIMATORS = tuple(n for n, r in _ESTIMATORS.items() if r.advantage is not None and r.advantage.group)
+GROUP_ESTIMATORS = tuple(
+    n for n, r in _ESTIMATORS.items() if r.advantage is not None and r.advantage.group
+)
 RECIPES = types.MappingProxyType({n: r.recipe for n, r in _ESTIMATORS.items()})
 DEFAULT_AGGREGATION = types.MappingProxyType({n: r.default_agg for n, r in _ESTIMATORS.items()})
 
 
 def fields_read(name: str) -> tuple:
-    "Every field estimator `name` can read, with its own loss mode (a field read only under a condition included)."
+    """Every field estimator `name` can read, with its own loss mode (a field read only under a
+    condition included)."""
     rec = _ESTIMATORS[name]
     reads = set(rec.reads)
     if rec.advantage is not None:
-        reads |= set(_COMMON) | set(rec.advantage.reads) | set(_LOSS_MODES[rec.recipe["loss_mode"]].reads)
+        reads |= (
+            set(_COMMON)
+            | set(rec.advantage.reads)
+            | set(_LOSS_MODES[rec.recipe["loss_mode"]].reads)
+        )
         reads -= set(rec.advantage.excludes)
-    return tuple(f for f in FIELD_DEFAULTS if f in reads) + tuple(f for f in _EXTRA_FIELDS if f in reads)
+    return tuple(f for f in FIELD_DEFAULTS if f in reads) + tuple(
+        f for f in _EXTRA_FIELDS if f in reads
+    )
 
 
 def _signature(name: str) -> inspect.Signature:
     rec = _ESTIMATORS[name]
     ann = typing.get_type_hints(ConfigFields)
-    default = lambda f: rec.recipe.get(f, FIELD_DEFAULTS[f] if f in FIELD_DEFAULTS else _EXTRA_FIELDS[f].default)  # noqa: E731
-    params = [inspect.Parameter(f, inspect.Parameter.KEYWORD_ONLY, default=default(f), annotation=ann.get(f, typing.Any))
-              for f in fields_read(name)]
+    default = lambda f: rec.recipe.get(
+        f, FIELD_DEFAULTS[f] if f in FIELD_DEFAULTS else _EXTRA_FIELDS[f].default
+    )  # noqa: E731
+    params = [
+        inspect.Parameter(
+            f, inspect.Parameter.KEYWORD_ONLY, default=default(f), annotation=ann.get(f, typing.Any)
+        )
+        for f in fields_read(name)
+    ]
     return inspect.Signature(params, return_annotation=ObjectiveConfig)
 
 
 def _entry_point(name: str):
-    "Make the decorated stub the entry point of estimator `name`: its recipe as an ObjectiveConfig, with overrides."
+    """Make the decorated stub the entry point of estimator `name`: its recipe as an
+    ObjectiveConfig, with overrides."""
     def wrap(stub):
         @functools.wraps(stub)
         def entry(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig:
             if "advantage_estimator" in overrides:
-                raise ValueError(f"{name}: `advantage_estimator` is fixed by the entry point ({name!r}); use that "
-                                 f"estimator's own entry point, e.g. dew_rl.objectives.{overrides['advantage_estimator']}(...)")
+                raise ValueError(
+                    f"{name}: `advantage_estimator` is fixed by the entry point ({name!r}); use"
+                    " that estimator's own entry point, e.g."
+                    f" dew_rl.objectives.{overrides['advantage_estimator']}(...)"
+                )
             return ObjectiveConfig(advantage_estimator=name, **overrides)
         entry.__signature__ = _signature(name)
         return entry
@@ -536,13 +1007,14 @@ def reinforce_plus_plus(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig:
     Parameters
     ----------
     **overrides
-        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads, with
-        the recipe's values as defaults)
+        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads,
+        with the recipe's values as defaults)
 
     Returns
     -------
     ObjectiveConfig
-        `ObjectiveConfig(advantage_estimator="reinforce_plus_plus", **overrides)`: every field left out takes the recipe's value
+        `ObjectiveConfig(advantage_estimator="reinforce_plus_plus", **overrides)`: every field left
+        out takes the recipe's value
 
     Source
     ------
@@ -556,13 +1028,14 @@ def reinforce_plus_plus_baseline(**overrides: Unpack[ConfigFields]) -> Objective
     Parameters
     ----------
     **overrides
-        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads, with
-        the recipe's values as defaults)
+        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads,
+        with the recipe's values as defaults)
 
     Returns
     -------
     ObjectiveConfig
-        `ObjectiveConfig(advantage_estimator="reinforce_plus_plus_baseline", **overrides)`: every field left out takes the recipe's value
+        `ObjectiveConfig(advantage_estimator="reinforce_plus_plus_baseline", **overrides)`: every
+        field left out takes the recipe's value
 
     Source
     ------
@@ -576,13 +1049,14 @@ def grpo(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig:
     Parameters
     ----------
     **overrides
-        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads, with
-        the recipe's values as defaults)
+        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads,
+        with the recipe's values as defaults)
 
     Returns
     -------
     ObjectiveConfig
-        `ObjectiveConfig(advantage_estimator="grpo", **overrides)`: every field left out takes the recipe's value
+        `ObjectiveConfig(advantage_estimator="grpo", **overrides)`: every field left out takes the
+        recipe's value
 
     Source
     ------
@@ -596,13 +1070,14 @@ def dr_grpo(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig:
     Parameters
     ----------
     **overrides
-        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads, with
-        the recipe's values as defaults)
+        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads,
+        with the recipe's values as defaults)
 
     Returns
     -------
     ObjectiveConfig
-        `ObjectiveConfig(advantage_estimator="dr_grpo", **overrides)`: every field left out takes the recipe's value
+        `ObjectiveConfig(advantage_estimator="dr_grpo", **overrides)`: every field left out takes
+        the recipe's value
 
     Source
     ------
@@ -616,13 +1091,14 @@ def dapo(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig:
     Parameters
     ----------
     **overrides
-        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads, with
-        the recipe's values as defaults)
+        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads,
+        with the recipe's values as defaults)
 
     Returns
     -------
     ObjectiveConfig
-        `ObjectiveConfig(advantage_estimator="dapo", **overrides)`: every field left out takes the recipe's value
+        `ObjectiveConfig(advantage_estimator="dapo", **overrides)`: every field left out takes the
+        recipe's value
 
     Source
     ------
@@ -636,13 +1112,14 @@ def gspo(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig:
     Parameters
     ----------
     **overrides
-        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads, with
-        the recipe's values as defaults)
+        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads,
+        with the recipe's values as defaults)
 
     Returns
     -------
     ObjectiveConfig
-        `ObjectiveConfig(advantage_estimator="gspo", **overrides)`: every field left out takes the recipe's value
+        `ObjectiveConfig(advantage_estimator="gspo", **overrides)`: every field left out takes the
+        recipe's value
 
     Source
     ------
@@ -656,13 +1133,14 @@ def sapo(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig:
     Parameters
     ----------
     **overrides
-        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads, with
-        the recipe's values as defaults)
+        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads,
+        with the recipe's values as defaults)
 
     Returns
     -------
     ObjectiveConfig
-        `ObjectiveConfig(advantage_estimator="sapo", **overrides)`: every field left out takes the recipe's value
+        `ObjectiveConfig(advantage_estimator="sapo", **overrides)`: every field left out takes the
+        recipe's value
 
     Source
     ------
@@ -676,13 +1154,14 @@ def cispo(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig:
     Parameters
     ----------
     **overrides
-        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads, with
-        the recipe's values as defaults)
+        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads,
+        with the recipe's values as defaults)
 
     Returns
     -------
     ObjectiveConfig
-        `ObjectiveConfig(advantage_estimator="cispo", **overrides)`: every field left out takes the recipe's value
+        `ObjectiveConfig(advantage_estimator="cispo", **overrides)`: every field left out takes the
+        recipe's value
 
     Source
     ------
@@ -696,13 +1175,14 @@ def rloo(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig:
     Parameters
     ----------
     **overrides
-        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads, with
-        the recipe's values as defaults)
+        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads,
+        with the recipe's values as defaults)
 
     Returns
     -------
     ObjectiveConfig
-        `ObjectiveConfig(advantage_estimator="rloo", **overrides)`: every field left out takes the recipe's value
+        `ObjectiveConfig(advantage_estimator="rloo", **overrides)`: every field left out takes the
+        recipe's value
 
     Source
     ------
@@ -716,17 +1196,19 @@ def ppo(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig:
     Parameters
     ----------
     **overrides
-        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads, with
-        the recipe's values as defaults)
+        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads,
+        with the recipe's values as defaults)
 
     Returns
     -------
     ObjectiveConfig
-        `ObjectiveConfig(advantage_estimator="ppo", **overrides)`: every field left out takes the recipe's value
+        `ObjectiveConfig(advantage_estimator="ppo", **overrides)`: every field left out takes the
+        recipe's value
 
     Source
     ------
-    arXiv:1707.06347, Eq. 7 (the clipped objective); GAE, arXiv:1506.02438. The arXiv versions of these two were not confirmed.
+    arXiv:1707.06347, Eq. 7 (the clipped objective); GAE, arXiv:1506.02438. The arXiv versions of
+    these two were not confirmed.
     """
 
 @_entry_point("dpo")
@@ -736,13 +1218,14 @@ def dpo(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig:
     Parameters
     ----------
     **overrides
-        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads, with
-        the recipe's values as defaults)
+        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads,
+        with the recipe's values as defaults)
 
     Returns
     -------
     ObjectiveConfig
-        `ObjectiveConfig(advantage_estimator="dpo", **overrides)`: every field left out takes the recipe's value
+        `ObjectiveConfig(advantage_estimator="dpo", **overrides)`: every field left out takes the
+        recipe's value
 
     Source
     ------
@@ -756,13 +1239,14 @@ def gdpo(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig:
     Parameters
     ----------
     **overrides
-        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads, with
-        the recipe's values as defaults)
+        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads,
+        with the recipe's values as defaults)
 
     Returns
     -------
     ObjectiveConfig
-        `ObjectiveConfig(advantage_estimator="gdpo", **overrides)`: every field left out takes the recipe's value
+        `ObjectiveConfig(advantage_estimator="gdpo", **overrides)`: every field left out takes the
+        recipe's value
 
     Source
     ------
@@ -776,13 +1260,14 @@ def opo(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig:
     Parameters
     ----------
     **overrides
-        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads, with
-        the recipe's values as defaults)
+        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads,
+        with the recipe's values as defaults)
 
     Returns
     -------
     ObjectiveConfig
-        `ObjectiveConfig(advantage_estimator="opo", **overrides)`: every field left out takes the recipe's value
+        `ObjectiveConfig(advantage_estimator="opo", **overrides)`: every field left out takes the
+        recipe's value
 
     Source
     ------
@@ -796,13 +1281,14 @@ def grpo_passk(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig:
     Parameters
     ----------
     **overrides
-        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads, with
-        the recipe's values as defaults)
+        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads,
+        with the recipe's values as defaults)
 
     Returns
     -------
     ObjectiveConfig
-        `ObjectiveConfig(advantage_estimator="grpo_passk", **overrides)`: every field left out takes the recipe's value
+        `ObjectiveConfig(advantage_estimator="grpo_passk", **overrides)`: every field left out takes
+        the recipe's value
 
     Source
     ------
@@ -816,13 +1302,14 @@ def gpg(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig:
     Parameters
     ----------
     **overrides
-        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads, with
-        the recipe's values as defaults)
+        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads,
+        with the recipe's values as defaults)
 
     Returns
     -------
     ObjectiveConfig
-        `ObjectiveConfig(advantage_estimator="gpg", **overrides)`: every field left out takes the recipe's value
+        `ObjectiveConfig(advantage_estimator="gpg", **overrides)`: every field left out takes the
+        recipe's value
 
     Source
     ------
@@ -836,13 +1323,14 @@ def remax(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig:
     Parameters
     ----------
     **overrides
-        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads, with
-        the recipe's values as defaults)
+        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads,
+        with the recipe's values as defaults)
 
     Returns
     -------
     ObjectiveConfig
-        `ObjectiveConfig(advantage_estimator="remax", **overrides)`: every field left out takes the recipe's value
+        `ObjectiveConfig(advantage_estimator="remax", **overrides)`: every field left out takes the
+        recipe's value
 
     Source
     ------
@@ -856,13 +1344,14 @@ def optimal_token_baseline(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig
     Parameters
     ----------
     **overrides
-        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads, with
-        the recipe's values as defaults)
+        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads,
+        with the recipe's values as defaults)
 
     Returns
     -------
     ObjectiveConfig
-        `ObjectiveConfig(advantage_estimator="optimal_token_baseline", **overrides)`: every field left out takes the recipe's value
+        `ObjectiveConfig(advantage_estimator="optimal_token_baseline", **overrides)`: every field
+        left out takes the recipe's value
 
     Source
     ------
@@ -876,16 +1365,17 @@ def on_policy_distillation(**overrides: Unpack[ConfigFields]) -> ObjectiveConfig
     Parameters
     ----------
     **overrides
-        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads, with
-        the recipe's values as defaults)
+        ObjectiveConfig fields that replace the recipe's (the signature lists the fields it reads,
+        with the recipe's values as defaults)
 
     Returns
     -------
     ObjectiveConfig
-        `ObjectiveConfig(advantage_estimator="on_policy_distillation", **overrides)`: every field left out takes the recipe's value
+        `ObjectiveConfig(advantage_estimator="on_policy_distillation", **overrides)`: every field
+        left out takes the recipe's value
 
     Source
     ------
-    Thinking Machines Lab (2025), "On-Policy Distillation" (no arXiv); verl's `use_policy_gradient` distillation;
-    arXiv:2601.02780v2 (MOPD).
+    Thinking Machines Lab (2025), "On-Policy Distillation" (no arXiv); verl's `use_policy_gradient`
+    distillation; arXiv:2601.02780v2 (MOPD).
     """

@@ -15,7 +15,8 @@ import numpy as np
 from .._checks import check_choice, check_flag, check_int, check_number
 from .._reductions import AGGREGATION_MODES
 from .._surrogates.kl import KL_PENALTY_KINDS
-from .._surrogates.rollout_correction import ROLLOUT_IS_LEVELS, ROLLOUT_IS_MODES, ROLLOUT_RS_OPTIONS
+from .._surrogates.rollout_correction import (ROLLOUT_IS_LEVELS, ROLLOUT_IS_MODES,
+                                                   ROLLOUT_RS_OPTIONS)
 from .._surrogates.preference_family import DPO_LOSS_TYPES, F_DIVERGENCE_TYPES
 
 # %% auto #0
@@ -27,32 +28,41 @@ __all__ = ['ESTIMATOR_RECORDS', 'LOSS_MODES', 'ROLLOUT_MODES', 'BUILTIN_FIELDS',
 class Field(NamedTuple):
     """One config field, declared once: its default, type, check, whether it traces, its documentation and owner.
 
-    Every field of `ObjectiveConfig` is one of these records: the built-in ones in `BUILTIN_FIELDS`, and
-    those a loss mode or estimator registered from user code brings (`register_loss_mode(..., fields=...)`).
-    `ObjectiveConfig`, its signature, docstring, pytree leaves, range checks and "unread field" errors are
-    generated from them. The entry points take a field as a keyword (`grpo(loss_mode="mine", my_coef=0.5)`),
-    `dataclasses.replace` changes it, a traced field is a pytree leaf (so a schedule over it never
-    recompiles), and a value set on a configuration that does not read it is refused.
+    Every field of `ObjectiveConfig` is one of these records: the built-in ones in `BUILTIN_FIELDS`,
+    and those a loss mode or estimator registered from user code brings (`register_loss_mode(...,
+    fields=...)`). `ObjectiveConfig`, its signature, docstring, pytree leaves, range checks and
+    "unread field" errors are generated from them. The entry points take a field as a keyword
+    (`grpo(loss_mode="mine", my_coef=0.5)`), `dataclasses.replace` changes it, a traced field is a
+    pytree leaf (so a schedule over it never recompiles), and a value set on a configuration that
+    does not read it is refused.
     """
     name: str
     default: Any
     doc: str = ""                       # what it weighs or selects, with its type and range first
-    traced: bool = True                 # a real coefficient (a pytree leaf; JAX scalars accepted); else static
-    check: Any = None                   # number: (host value) -> bool; int: the lowest value; choice: the values
-    expect: str = "a valid value"       # what `check` expects, for the ValueError (int: appended to it)
+    # a real coefficient (a pytree leaf; JAX scalars accepted); else static
+    traced: bool = True
+    # number: (host value) -> bool; int: the lowest value; choice: the values
+    check: Any = None
+    # what `check` expects, for the ValueError (int: appended to it)
+    expect: str = "a valid value"
     type: Any = Any                     # the keyword's annotation (ConfigFields, the signature)
     owner: str = ""                     # the record or piece that reads it
-    kind: str | None = None             # number, int, flag, choice, callable, or None: a rule checks it
+    # number, int, flag, choice, callable, or None: a rule checks it
+    kind: str | None = None
     optional: bool = False              # None is accepted (and leaves the term out)
-    when: Callable | None = None        # (config, estimator record, reads, by_value) -> bool: read only then
+    # (config, estimator record, reads, by_value) -> bool: read only then
+    when: Callable | None = None
     hint: str = ""                      # the other way to use it, in the "never read" error ...
     hint_if: str = ""                   # ... shown when this field is read by the configuration
-    switch: str = ""                    # the input that turns its term on (never the value): "rollout.ref_log_probs"
-    common: bool = False                # read by every estimator with a token loss (the reduction, the pieces)
+    # the input that turns its term on (never the value): "rollout.ref_log_probs"
+    switch: str = ""
+    # read by every estimator with a token loss (the reduction, the pieces)
+    common: bool = False
 
 
 _FN = "ObjectiveConfig"
-# The registry's tables (filled by register_estimator, register_loss_mode and the fields records bring).
+# The registry's tables (filled by register_estimator, register_loss_mode and the fields records
+# bring).
 _ESTIMATORS: dict = {}
 _LOSS_MODES: dict = {}
 _EXTRA_FIELDS: dict = {}
@@ -82,7 +92,8 @@ def _reject(field: str, value, why: str, change: str):
 
 
 def check_field(f: Field, value) -> None:
-    "One field's value on its own, by its declared kind (host numbers by value; JAX scalars by shape and dtype)."
+    """One field's value on its own, by its declared kind (host numbers by value; JAX scalars by
+    shape and dtype)."""
     if f.kind is None:   # a field of a record registered from user code: its own rule, if any
         if f.traced and value is not None:
             check_number(_FN, f.name, value, f.check or (lambda v: True), f.expect)
@@ -119,16 +130,18 @@ class AdvantageStage(NamedTuple):
 
     `fn(cfg, rollout, keep, groups, axis_name) -> RawAdvantages`, where `keep` is the bool mask and
     `groups` the grouping of the rows for a group stage (the int `n_samples_per_prompt`, or the
-    rollout's `group_ids`), else None. `normalise(cfg, raw, keep, axis_name)` (or None) turns the raw
-    advantages into the advantages.
+    rollout's `group_ids`), else None. `normalise(cfg, raw, keep, axis_name)` (or None) turns the
+    raw advantages into the advantages.
     """
     fn: Callable
     reads: tuple = ()            # the ObjectiveConfig fields it reads
     needs: tuple = ()            # the Rollout fields it reads (always or under a condition)
-    group: bool = False          # a group statistic: n_samples_per_prompt >= 2, whole groups in a shard
+    # a group statistic: n_samples_per_prompt >= 2, whole groups in a shard
+    group: bool = False
     normalise: Callable | None = None
     metrics: tuple = ()          # the rollout/* metrics it adds to the common ones
-    excludes: tuple = ()         # common fields it never reads (on_policy_distillation: opd_kl_coef, itself)
+    # common fields it never reads (on_policy_distillation: opd_kl_coef, itself)
+    excludes: tuple = ()
 
 
 class LossContext(NamedTuple):
@@ -143,37 +156,47 @@ class PolicyStage(NamedTuple):
 
     `fn(cfg, log_probs, old_log_probs, advantages, keep, ctx) -> (terms [B, T], indicators)`, the
     indicators a dict of bool [B, T]; `metrics` maps an indicator to its train/* metric. `ctx` is a
-    `LossContext`: the rollout, the data-parallel axis, and the PRNG key of the call (for a loss that
-    samples tokens, Clip-Cov).
+    `LossContext`: the rollout, the data-parallel axis, and the PRNG key of the call (for a loss
+    that samples tokens, Clip-Cov).
     """
     fn: Callable
     reads: tuple = ()
     metrics: Mapping = types.MappingProxyType({})
     source: str = ""
-    rules: Callable | None = None   # extra rules of a configuration that selects it, (cfg) -> None, each a ValueError
+    # extra rules of a configuration that selects it, (cfg) -> None, each a ValueError
+    rules: Callable | None = None
 
 
 @dataclasses.dataclass(frozen=True)
 class Estimator:
-    """One estimator: its two stages, its recipe, its default reduction and its source; one record of the registry."""
+    """One estimator: its two stages, its recipe, its default reduction and its source; one record
+    of the registry."""
     name: str
     advantage: AdvantageStage | None      # None: the preference path (DPO)
-    recipe: Mapping                       # fields that differ from FIELD_DEFAULTS (the entry point's defaults)
-    default_agg: str | None               # the loss_agg_mode when none is given (None: no token loss)
+    # fields that differ from FIELD_DEFAULTS (the entry point's defaults)
+    recipe: Mapping
+    # the loss_agg_mode when none is given (None: no token loss)
+    default_agg: str | None
     summary: str                          # one line: what it computes
     source: str                           # the paper(s), with the arXiv version
-    reads: tuple = ()                     # fields read beyond its stages' (a value loss's, a preference loss's)
-    value: bool = False                   # a critic: `loss` takes `values` and adds the clipped value loss
-    fixed_agg: bool = False               # the reduction is part of the estimator: loss_agg_mode may not change
+    # fields read beyond its stages' (a value loss's, a preference loss's)
+    reads: tuple = ()
+    # a critic: `loss` takes `values` and adds the clipped value loss
+    value: bool = False
+    # the reduction is part of the estimator: loss_agg_mode may not change
+    fixed_agg: bool = False
     rules: Callable | None = None         # extra rules, (cfg) -> None, each a ValueError
-    hints: Mapping = dataclasses.field(default_factory=dict)  # field -> what to do instead (an "unread field" error)
+    # field -> what to do instead (an "unread field" error)
+    hints: Mapping = dataclasses.field(default_factory=dict)
 
 
 ESTIMATOR_RECORDS = types.MappingProxyType(_ESTIMATORS)   # name -> Estimator, in registration order
 LOSS_MODES = types.MappingProxyType(_LOSS_MODES)          # verl's loss_mode name -> PolicyStage
 
 
-def register_loss_mode(name: str, stage: PolicyStage, replace: bool = False, fields: tuple = ()) -> None:
+def register_loss_mode(
+    name: str, stage: PolicyStage, replace: bool = False, fields: tuple = ()
+) -> None:
     """Add a policy loss (verl's `actor.policy_loss.loss_mode`) that any estimator may use.
 
     Parameters
@@ -186,12 +209,14 @@ def register_loss_mode(name: str, stage: PolicyStage, replace: bool = False, fie
         bool: replace a loss mode of the same name (re-running the chapter that defines it); else a
         second registration of a name is a `ValueError`
     fields
-        tuple of `Field`: the config fields the loss mode brings (each name in `stage.reads` must be a
-        built-in field or one of these)
+        tuple of `Field`: the config fields the loss mode brings (each name in `stage.reads` must be
+        a built-in field or one of these)
 
     """
     if name in _LOSS_MODES and not replace:
-        raise ValueError(f"register_loss_mode: {name!r} is registered already (pass replace=True to replace it)")
+        raise ValueError(
+            f"register_loss_mode: {name!r} is registered already (pass replace=True to replace it)"
+        )
     _add_fields("register_loss_mode", name, stage.reads, fields, replace)
     _LOSS_MODES[name] = stage
 
@@ -201,14 +226,28 @@ def _add_fields(fn: str, owner: str, reads, fields, replace: bool) -> None:
     new = {}
     for f in fields:
         if not isinstance(f, Field):
-            raise ValueError(f"{fn}: `fields` of {owner!r} must be dew_rl.objectives.Field records; got {type(f).__name__}")
-        if f.name in FIELD_DEFAULTS or f.name.startswith("_") or not f.name.isidentifier() or f.name in new:
-            raise ValueError(f"{fn}: the field {f.name!r} of {owner!r} is a built-in ObjectiveConfig field, private, "
-                             f"not an identifier or declared twice; choose another name")
+            raise ValueError(
+                f"{fn}: `fields` of {owner!r} must be dew_rl.objectives.Field records; got"
+                f" {type(f).__name__}"
+            )
+        if (
+            f.name in FIELD_DEFAULTS
+            or f.name.startswith("_")
+            or not f.name.isidentifier()
+            or f.name in new
+        ):
+            raise ValueError(
+                f"{fn}: the field {f.name!r} of {owner!r} is a built-in ObjectiveConfig field,"
+                " private, not an identifier or declared twice; choose another name"
+            )
         if f.name in _EXTRA_FIELDS and _EXTRA_FIELDS[f.name] != f and not replace:
-            raise ValueError(f"{fn}: the field {f.name!r} is declared already, differently (pass replace=True)")
+            raise ValueError(
+                f"{fn}: the field {f.name!r} is declared already, differently (pass replace=True)"
+            )
         new[f.name] = f
-    unknown = sorted(set(reads) - set(FIELD_DEFAULTS) - set(_EXTRA_FIELDS) - set(new) - {"advantage_estimator"})
+    unknown = sorted(
+        set(reads) - set(FIELD_DEFAULTS) - set(_EXTRA_FIELDS) - set(new) - {"advantage_estimator"}
+    )
     if unknown:
         raise ValueError(f"{fn}: {owner!r} reads unknown fields {unknown}; declare each with "
                          f"fields=(dew_rl.objectives.Field(name, default, doc), ...)")
@@ -231,15 +270,27 @@ def register_estimator(record: Estimator, replace: bool = False, fields: tuple =
 
     """
     if record.name in _ESTIMATORS and not replace:
-        raise ValueError(f"register_estimator: {record.name!r} is registered already (pass replace=True to replace it)")
-    declared = set(FIELD_DEFAULTS) | set(_EXTRA_FIELDS) | {f.name for f in fields if isinstance(f, Field)}
+        raise ValueError(
+            f"register_estimator: {record.name!r} is registered already (pass replace=True to"
+            " replace it)"
+        )
+    declared = (
+        set(FIELD_DEFAULTS) | set(_EXTRA_FIELDS) | {f.name for f in fields if isinstance(f, Field)}
+    )
     unknown = sorted(set(record.recipe) - declared)
     if unknown:
-        raise ValueError(f"register_estimator: the recipe of {record.name!r} sets unknown fields {unknown}")
+        raise ValueError(
+            f"register_estimator: the recipe of {record.name!r} sets unknown fields {unknown}"
+        )
     stage_reads = record.advantage.reads if record.advantage is not None else ()
-    _add_fields("register_estimator", record.name, tuple(record.reads) + tuple(stage_reads), fields, replace)
+    _add_fields(
+        "register_estimator", record.name, tuple(record.reads) + tuple(stage_reads), fields, replace
+    )
     if record.advantage is not None and record.recipe.get("loss_mode") not in _LOSS_MODES:
-        raise ValueError(f"register_estimator: {record.name!r} needs a recipe loss_mode among {sorted(_LOSS_MODES)}")
+        raise ValueError(
+            f"register_estimator: {record.name!r} needs a recipe loss_mode among"
+            f" {sorted(_LOSS_MODES)}"
+        )
     _ESTIMATORS[record.name] = record
 
 # %% ../../nbs/04e_config_fields.ipynb #11b75ee8
@@ -269,16 +320,21 @@ def _flag(name, default, *, owner, doc, **kw) -> Field:
 
 def _choice(name, default, choices, *, owner, doc, type=str, **kw) -> Field:
     "A static string among `choices` (or a () -> tuple, for a registry)."
-    return Field(name, default, doc, False, choices, "one of the choices", type, owner, "choice", **kw)
+    return Field(
+        name, default, doc, False, choices, "one of the choices", type, owner, "choice", **kw
+    )
 
 
 def _other(name, default, kind, *, owner, doc, type, traced=False, **kw) -> Field:
-    "A callable (`kind='callable'`), or a value only a rule of `CONFIG_RULES` can check (`kind='rule'`)."
+    """A callable (`kind='callable'`), or a value only a rule of `CONFIG_RULES` can check
+    (`kind='rule'`)."""
     return Field(name, default, doc, traced, None, "a valid value", type, owner, kind, **kw)
 
 
-# When a field is read (else it must stay at its default): (config, estimator record, reads, by_value) -> bool.
-# `by_value=False` leaves out the conditions on a coefficient's host value, so the pytree's leaves never depend on one.
+# When a field is read (else it must stay at its default): (config, estimator record, reads,
+# by_value) -> bool.
+# `by_value=False` leaves out the conditions on a coefficient's host value, so the pytree's leaves
+# never depend on one.
 def _KL_LOSS(c, rec, reads, by_value):
     return c.use_kl_loss
 
@@ -308,229 +364,800 @@ def _KL_IN_REWARD(c, rec, reads, by_value):   # a kl_coef of 0 weighs nothing
     return "kl_coef" in reads and not (by_value and _host_value(c.kl_coef, 0.0))
 
 
-def _CLAMP(c, rec, reads, by_value):   # the distillation term's clamp, or on_policy_distillation's own
+# the distillation term's clamp, or on_policy_distillation's own
+def _CLAMP(c, rec, reads, by_value):
     return ("opd_kl_coef" in reads and not (by_value and _host_value(c.opd_kl_coef, 0.0))
             or rec.advantage is not None and "loss_max_clamp" in rec.advantage.reads)
 
 # %% ../../nbs/04e_config_fields.ipynb #58a437f1
 BUILTIN_FIELDS = (
-    _int("n_samples_per_prompt", 1, why=" (the group size G)", owner="stage 1 of the group estimators",
-         doc=("int >= 1: the group size G the rollout was sampled with; without `Rollout.group_ids`, rows g*G .. "
-              "g*G+G-1 share a prompt (group estimators only)")),
-    _flag("normalize_advantages", False, owner="stage 1: reinforce_plus_plus, ppo",
-          doc=("bool: z-score the advantages over the global batch (REINFORCE++ pair: population variance under a 1e-8"
-               " floor; PPO: Bessel whitening)")),
-    _flag("norm_adv_by_std_in_grpo", True, owner="stage 1: the GRPO family",
-          doc="bool: divide the group-centred reward by the group std (GRPO family); False for Dr.GRPO"),
-    _number("gamma", 1.0, _UNIT, owner="stage 1: reinforce_plus_plus, ppo",
-            doc="float in [0, 1]: the discount (REINFORCE++ returns, GAE)"),
-    _number("lam", 1.0, _UNIT, owner="stage 1: ppo",
-            doc="float in [0, 1]: GAE's lambda (PPO)"),
-    _number("kl_coef", 0.0, _NON_NEGATIVE, switch="rollout.ref_log_probs",
-            owner="stage 1: the k1 reward shaping (reinforce_plus_plus, rloo, ppo)",
-            doc=("float >= 0: beta of the k1 reward shaping, `-beta * (old - ref)` per token (REINFORCE++, PPO); on "
-                 "when the rollout carries `ref_log_probs` (0 then weighs nothing); a host number other than 0 needs "
-                 "them")),
-    _flag("use_kl_loss", False, common=True, owner="piece kl_loss",
-          doc="bool: add `kl_loss_coef * aggregate(kl_penalty(log_probs, ref, kl_loss_type))` to the loss"),
-    _choice("kl_loss_type", "k3", KL_PENALTY_KINDS, when=_KL_LOSS, hint=", or set use_kl_loss=True", hint_if="use_kl_loss",
-            common=True, owner="piece kl_loss",
-            doc="str: one of `dew_rl.KL_PENALTY_KINDS`; read only with `use_kl_loss=True`"),
-    _number("kl_loss_coef", 0.001, _NON_NEGATIVE, when=_KL_LOSS, hint=", or set use_kl_loss=True", hint_if="use_kl_loss",
-            common=True, owner="piece kl_loss",
-            doc="float >= 0: the KL loss weight; read only with `use_kl_loss=True`"),
-    _number("clip_ratio_low", 0.2, (lambda v: 0.0 < v < 1.0, "in (0, 1): a positive clip whose lower bound 1 - clip_ratio_low stays positive"),
-            owner="the clipped loss modes",
-            doc="float in (0, 1): the lower PPO clip offset, the ratio is clipped below at 1 - clip_ratio_low"),
-    _number("clip_ratio_high", 0.2, _POSITIVE, owner="the clipped loss modes",
-            doc="float > 0: the upper PPO clip offset, the ratio is clipped above at 1 + clip_ratio_high"),
-    _number("clip_ratio_c", 3.0, (lambda v: 1.0 < v < np.inf, "None (no dual clip) or a finite number > 1"), optional=True, type=float | None,
-            owner="the dual-clip loss modes",
-            doc="float > 1 or None: the dual-clip constant; None disables it"),
-    _choice("loss_agg_mode", None, AGGREGATION_MODES, optional=True, type=str | None, common=True, owner="the reduction",
-            doc=("str or None: one of `dew_rl.AGGREGATION_MODES`; None resolves to the estimator's default reduction "
-                 "(\"token-mean\" when `calculate_per_token_loss=True`)")),
-    _number("loss_agg_norm", None, (lambda v: 0.0 < v < np.inf, "None (T) or a positive finite number"), traced=False, optional=True, type=float | None, when=_NORM_MODE, hint=", or use loss_agg_mode='seq-mean-token-sum-norm'",
-            common=True, owner="the reduction",
-            doc="float > 0 or None: the constant of \"seq-mean-token-sum-norm\"; None: `max_response_length`, else T"),
-    _flag("calculate_per_token_loss", False, common=True, owner="the reduction",
-          doc="bool: the seed's switch; True means `loss_agg_mode=\"token-mean\"`"),
-    _number("tau_pos", 1.0, _POSITIVE, owner="loss_mode sapo",
-            doc="float > 0: SAPO's gate temperature where A > 0"),
-    _number("tau_neg", 1.05, _POSITIVE, owner="loss_mode sapo",
-            doc="float > 0: SAPO's gate temperature where A <= 0"),
-    _number("cispo_epsilon_low", 1.0, (lambda v: 0.0 < v <= 1.0, "in (0, 1] (1 means no lower bound on the weight)"),
-            owner="loss_mode cispo, signed_cispo",
-            doc="float in (0, 1]: CISPO's weight is clipped below at 1 - cispo_epsilon_low (1: no lower bound)"),
-    _number("cispo_epsilon_high", 4.0, _POSITIVE, owner="loss_mode cispo, signed_cispo",
-            doc="float > 0: CISPO's weight is clipped above at 1 + cispo_epsilon_high"),
-    _number("cliprange_value", 0.2, _POSITIVE, owner="piece value_loss (ppo)",
-            doc="float > 0: PPO's value clip half-width"),
-    _number("vf_coef", 0.5, _NON_NEGATIVE, owner="piece value_loss (ppo)",
-            doc="float >= 0: the weight of PPO's value loss"),
-    _number("tis_cap", None, (lambda v: v > 0.0, "None or a positive number (inf for no cap)"), optional=True, type=float | None,
-            common=True, owner="piece rollout_correction",
-            doc=("float > 0 or None: the cap of `dew_rl.behavior_importance_weights`, whose weights then multiply the "
-                 "policy terms (needs `rollout.behavior_log_probs`)")),
-    _number("entropy_coeff", 0.0, (np.isfinite, "a finite number"), switch="entropy", common=True, owner="piece entropy_bonus",
-            doc=("float: the entropy bonus weight, `- entropy_coeff * aggregate(entropy)`; the bonus is on when `loss`"
-                 " gets `entropy` (0 then weighs nothing); a host number other than 0 needs it")),
-    _flag("dynamic_sampling", False, owner="stage 1: dapo",
-          doc="bool: DAPO: groups whose rewards are all equal leave the loss (their rows are masked)"),
-    _int("overlong_buffer_len", None, why=" or None", optional=True, type=int | None, owner="stage 1: dapo",
-         doc="int >= 1 or None: DAPO's soft overlong buffer L_buf; None: no overlong shaping"),
-    _number("overlong_penalty_factor", 1.0, _NON_NEGATIVE, when=_OVERLONG, hint=", or set overlong_buffer_len", hint_if="overlong_buffer_len",
-            owner="stage 1: dapo",
-            doc="float >= 0: the penalty at and beyond L_max"),
-    _int("max_response_length", None, why=" or None", optional=True, type=int | None, when=_MAX_LENGTH, hint=", or set overlong_buffer_len (DAPO's overlong shaping reads it)", hint_if="overlong_buffer_len",
-         common=True, owner="the reduction; stage 1: dapo",
-         doc="int >= 1 or None: L_max of the overlong shaping (None: T), and the default `loss_agg_norm`"),
-    _number("beta", 0.1, _POSITIVE, owner="dpo",
-            doc="float > 0: DPO's beta"),
-    _int("context_parallel_size", 1, common=True, owner="the declarations",
-         doc="int >= 1: declared context parallelism (must be 1 for the REINFORCE++ pair)"),
-    _choice("rollout_mode", "colocate", ROLLOUT_MODES, common=True, owner="the declarations",
-            doc="str: \"colocate\", \"fully_async\" or \"hybrid\" (must be \"colocate\" for the REINFORCE++ pair)"),
-    _other("reward_post_process", None, "callable", optional=True, type=Callable | None, owner="stage 1",
-           doc="callable or None: `[B] rewards -> [B] rewards`, applied in stage 1 before any shaping"),
-    _other("custom_advantage", None, "callable", optional=True, type=Callable | None, owner="stage 1",
-           doc=("callable or None: `(rollout, axis_name) -> [B, T]` raw advantages, replacing the estimator's (its "
-                "normalisation, if any, still applies)")),
-    _choice("loss_mode", None, lambda: tuple(_LOSS_MODES), optional=True, type=str | None, common=True, owner="the policy loss",
-            doc=("str or None: the per-token policy loss, one of `LOSS_MODES` (verl's `policy_loss.loss_mode`); None: "
-                 "the estimator's own (its recipe's)")),
-    _choice("rollout_is", None, ROLLOUT_IS_LEVELS, optional=True, type=str | None, common=True, owner="piece rollout_correction",
-            doc=("str or None: importance weights of the trainer's old policy against the sampler "
-                 "(`rollout.behavior_log_probs`), verl's `algorithm.rollout_correction.rollout_is`: \"token\", "
-                 "\"sequence\" (the product over the row) or \"geometric_mean\"; they multiply the policy terms")),
-    _number("rollout_is_threshold", 2.0, _POSITIVE_OR_INF, optional=True, type=float | None, when=_IS, hint=", or set rollout_is", hint_if="rollout_is",
-            common=True, owner="piece rollout_correction",
-            doc="float > 0 or None: C_max, the upper bound of the weights (None: none)"),
-    _number("rollout_is_threshold_lower", None, _POSITIVE_OR_INF, optional=True, type=float | None, when=_IS, hint=", or set rollout_is", hint_if="rollout_is",
-            common=True, owner="piece rollout_correction",
-            doc="float > 0 or None: C_min, the lower bound (None: none in truncate mode, 1 / C_max in mask mode)"),
-    _choice("rollout_is_mode", "truncate", ROLLOUT_IS_MODES, when=_IS, hint=", or set rollout_is", hint_if="rollout_is",
-            common=True, owner="piece rollout_correction",
-            doc="str: \"truncate\" (clamp to [C_min, C_max], TIS) or \"mask\" (weights outside it set to 0, MIS/IcePop)"),
-    _flag("rollout_is_batch_normalize", False, when=_IS, hint=", or set rollout_is", hint_if="rollout_is",
-          common=True, owner="piece rollout_correction",
-          doc="bool: rescale the weights to mean 1 over the global batch (verl)"),
-    _other("rollout_rs", None, "rule", type=str | tuple | None, common=True, owner="piece rollout_correction",
-           doc=("str, tuple or None: rejection of tokens or rows by the sampler's divergence from the trainer, verl's "
-                "`rollout_rs` (`dew_rl.ROLLOUT_RS_OPTIONS`, chained with commas or a tuple); rejected tokens leave the"
-                " mask that stage 1 returns")),
-    _other("rollout_rs_threshold", None, "rule", traced=True, type=float | tuple | None, when=_RS, hint=", or set rollout_rs", hint_if="rollout_rs",
-           common=True, owner="piece rollout_correction",
-           doc="float, tuple or None: the upper threshold(s) of the rejection options (one per option)"),
-    _other("rollout_rs_threshold_lower", None, "rule", traced=True, type=float | tuple | None, when=_RS, hint=", or set rollout_rs", hint_if="rollout_rs",
-           common=True, owner="piece rollout_correction",
-           doc="float, tuple or None: the lower threshold(s) (None: verl's default per option)"),
-    _flag("bypass_mode", False, common=True, owner="piece rollout_correction",
-          doc=("bool: the sampler's log-probs are the PPO ratio's denominator (verl's bypass mode; two policies "
-               "instead of three); the correction's weights and rejection then compare the current policy with the "
-               "sampler, in stage 2")),
-    _number("off_policy_mask_threshold", None, _POSITIVE_OR_INF, optional=True, type=float | None, common=True, owner="piece opsm",
-            doc=("float > 0 or None: OPSM (DeepSeek-V3.2, TRL's name): drop a row whose advantage is negative and "
-                 "whose mean log-ratio of the sampler to the current policy exceeds it")),
-    _flag("use_bias_correction_kl", False, when=_KL_LOSS, hint=", or set use_kl_loss=True", hint_if="use_kl_loss",
-          common=True, owner="piece kl_loss",
-          doc=("bool: the KL loss is the importance-weighted (\"unbiased\") KL, `r * kX` with the gradient through r = "
-               "pi_theta / pi_old (TRL's `use_bias_correction_kl`, slime's `--use-unbiased-kl`)")),
-    _choice("kl_penalty", "kl", KL_PENALTY_KINDS, when=_KL_IN_REWARD, owner="stage 1: the k1 reward shaping",
-            doc=("str: the estimator of the KL in the reward (`kl_coef`), one of `dew_rl.KL_PENALTY_KINDS` (verl's "
-                 "`algorithm.kl_penalty`, \"kl\" = k1); for RLOO the row's sum of it is taken off the reward (TRL)")),
-    _number("top_entropy_quantile", 1.0, _FRACTION, traced=False, common=True, owner="piece top_entropy",
-            doc=("float in (0, 1]: keep only the tokens whose entropy is at or above this quantile of every valid "
-                 "token of every shard in the policy term and the entropy bonus (TRL's name, \"80/20\"); 1: all (needs "
-                 "`entropy` when below 1); static, not a pytree leaf")),
-    _number("dro_beta", 0.1, _POSITIVE, owner="loss_mode dro",
-            doc="float > 0: the quadratic penalty of loss_mode \"dro\" (verl; Kimi k1.5's tau)"),
-    _number("topr_positive_weight", 1.0, _NON_NEGATIVE, owner="loss_mode topr",
-            doc="float >= 0: TOPR's weight of the rows with positive reward (ROLL)"),
-    _number("topr_negative_weight", 1.0, _NON_NEGATIVE, owner="loss_mode topr",
-            doc="float >= 0: TOPR's weight of the rows with non-positive reward (ROLL)"),
-    _number("vespo_k_pos", 2.0, _POSITIVE, owner="loss_mode vespo",
-            doc="float > 0: VESPO's gamma-kernel shape where A > 0 (TRL)"),
-    _number("vespo_lambda_pos", 3.0, _POSITIVE, owner="loss_mode vespo",
-            doc="float > 0: VESPO's gamma-kernel rate where A > 0 (TRL)"),
-    _number("vespo_k_neg", 3.0, _POSITIVE, owner="loss_mode vespo",
-            doc="float > 0: VESPO's gamma-kernel shape where A <= 0 (TRL)"),
-    _number("vespo_lambda_neg", 2.0, _POSITIVE, owner="loss_mode vespo",
-            doc="float > 0: VESPO's gamma-kernel rate where A <= 0 (TRL)"),
-    _number("clip_cov_ratio", 0.0002, _FRACTION, traced=False, owner="loss_mode clip_cov",
-            doc="float in (0, 1]: Clip-Cov (verl): the fraction of tokens whose gradient is detached"),
-    _number("clip_cov_lb", 1.0, _NON_NEGATIVE, owner="loss_mode clip_cov",
-            doc="float >= 0: Clip-Cov's lower bound of the covariance band the detached tokens are drawn from"),
-    _number("clip_cov_ub", 5.0, _NON_NEGATIVE, owner="loss_mode clip_cov",
-            doc="float >= 0: Clip-Cov's upper bound of that covariance band"),
-    _number("kl_cov_ratio", 0.0002, _FRACTION, traced=False, owner="loss_mode kl_cov",
-            doc="float in (0, 1]: KL-Cov (verl): the fraction of top-covariance tokens penalised"),
-    _number("ppo_kl_coef", 0.1, _NON_NEGATIVE, owner="loss_mode kl_cov",
-            doc="float >= 0: KL-Cov's weight of the penalty on those tokens"),
-    _other("gdpo_reward_weights", None, "rule", type=tuple | None, owner="gdpo",
-           doc="tuple of floats or None: GDPO's weight per reward component (verl); None: equal weights"),
-    _other("loss_type", "sigmoid", "rule", type=str | tuple, owner="dpo",
-           doc=("str or tuple: the DPO loss, one of `dew_rl.DPO_LOSS_TYPES` (TRL's names), or several with "
-                "`loss_weights`")),
-    _number("label_smoothing", 0.0, (lambda v: 0.0 <= v < 0.5, "in [0, 0.5)"), owner="dpo",
-            doc="float in [0, 0.5): cDPO / robust DPO's label noise (TRL, OpenRLHF)"),
-    _choice("f_divergence_type", "reverse_kl", F_DIVERGENCE_TYPES, owner="dpo",
-            doc="str: f-DPO (TRL): \"reverse_kl\" (plain DPO), \"forward_kl\", \"js_divergence\" or \"alpha_divergence\""),
-    _number("f_alpha_divergence_coef", 0.5, (lambda v: 0.0 < v < 1.0, "in (0, 1)"), when=lambda c, rec, reads, by_value: c.f_divergence_type == "alpha_divergence",
-            owner="dpo",
-            doc="float in (0, 1): f-DPO's alpha, read with f_divergence_type=\"alpha_divergence\" (TRL)"),
-    _number("ld_alpha", None, (lambda v: 0.0 <= v <= 1.0, "None or in [0, 1]"), optional=True, type=float | None,
-            owner="dpo",
-            doc="float in [0, 1] or None: LD-DPO's weight of the tokens beyond the common length (TRL)"),
-    _flag("use_weighting", False, owner="dpo",
-          doc="bool: WPO's pair weights (TRL)"),
-    _number("discopop_tau", 0.05, _POSITIVE, owner="dpo",
-            doc="float > 0: DiscoPOP's temperature (TRL)"),
-    _other("loss_weights", None, "rule", type=tuple | None, when=lambda c, rec, reads, by_value: not ("loss_type" in reads and not isinstance(c.loss_type, tuple)),
-           owner="dpo",
-           doc="tuple of floats or None: the weight of each loss of a tuple `loss_type` (TRL's multi-loss, MPO)"),
-    _number("opd_kl_coef", 0.0, _NON_NEGATIVE, switch="rollout.teacher_log_probs", common=True, owner="piece distillation",
-            doc=("float >= 0: on-policy distillation added to any estimator's advantage (slime's and Relax's "
-                 "`opd_kl_coef`): `A - opd_kl_coef * sg(old - teacher)` per token, after the estimator's own "
-                 "normalisation; on when the rollout carries `teacher_log_probs` (0 then weighs nothing); a host "
-                 "number other than 0 needs them")),
-    _number("loss_max_clamp", None, (lambda v: 0.0 < v < np.inf, "None or a positive finite number"), optional=True, type=float | None, when=_CLAMP, hint=", or set opd_kl_coef > 0", hint_if="opd_kl_coef",
-            common=True, owner="piece distillation; on_policy_distillation",
-            doc=("float > 0 or None: clamp the per-token distillation estimate to [-c, c] first (verl's "
-                 "`loss_max_clamp`; read by `on_policy_distillation` and with `opd_kl_coef` on)")),
-    _other("scale_rewards", None, "rule", type=str | None, owner="stage 1: the GRPO family",
-           doc=("None or \"batch\": TRL's `scale_rewards=\"batch\"` (\"Lite PPO\"), the group-centred reward over the "
-                "standard deviation of the whole batch (GRPO family, with norm_adv_by_std_in_grpo=True); TRL's \"group\""
-                " and \"none\" are verl's norm_adv_by_std_in_grpo True and False")),
-    _flag("use_leave_one_out_baseline", False, owner="stage 1: the GRPO family",
-          doc=("bool: NeMo-RL's GRPO advantage, minus the mean of the other rows of the group, over their std when "
-               "norm_adv_by_std_in_grpo (GRPO family)")),
-    _number("positive_example_nll_weight", None, (lambda v: 0.0 <= v < np.inf, "a finite number >= 0 (or None: no NLL term)"), optional=True, type=float | None,
-            common=True, owner="piece positive_example_nll",
-            doc=("float >= 0 or None: NeMo-RL's weight of VAPO's NLL on the rewarded responses, `+ w * token_mean(-log"
-                 " pi)` over the tokens of rows with reward > 0; None (the default) leaves the term out, any number (0"
-                 " included) computes it")),
-    _number("m2_threshold", None, (lambda v: 0.0 < v < np.inf, "None or a positive finite number"), traced=False, optional=True, type=float | None,
-            common=True, owner="piece m2po_mask",
-            doc=("float > 0 or None: AReaL's M2PO mask, in stage 1: drop the tokens of largest (behaviour - old)^2 "
-                 "until the mean of the rest is below it (old_log_probs is the proximal policy)")),
-    _number("kl2_budget", None, (lambda v: 0.0 <= v < np.inf, "None or a finite number >= 0"), optional=True, type=float | None, hint=", or use loss_mode='m2po'", hint_if="loss_mode",
-            owner="loss_mode m2po",
-            doc=("float >= 0 or None: Relax's M2PO budget on the harmful tokens' mean squared log ratio; required by "
-                 "loss_mode=\"m2po\"")),
-    _number("miniclip_low", 0.3, _UNIT, hint=", or use loss_mode='m2po'", hint_if="loss_mode", owner="loss_mode m2po",
-            doc="float in [0, 1]: Relax's M2PO floor of the lower clip offset (loss_mode=\"m2po\")"),
-    _number("miniclip_high", 0.5, _NON_NEGATIVE, hint=", or use loss_mode='m2po'", hint_if="loss_mode",
-            owner="loss_mode m2po",
-            doc="float >= 0: Relax's M2PO floor of the upper clip offset (loss_mode=\"m2po\")"),
-    _number("gae_lambda_value", None, (lambda v: 0.0 <= v <= 1.0, "None or in [0, 1]"), optional=True, type=float | None,
-            owner="stage 1: ppo",
-            doc=("float in [0, 1] or None: NeMo-RL's (VAPO's decoupled GAE) lambda of the critic's returns; None: "
-                 "`lam`, the policy's (PPO)")),
-    _number("length_adaptive_alpha", None, (lambda v: 0.0 < v < np.inf, "None or a positive finite number"), optional=True, type=float | None,
-            owner="stage 1: ppo",
-            doc=("float > 0 or None: NeMo-RL's (VAPO's) length-adaptive policy lambda, `1 - 1 / (alpha * L_i)` per row"
-                 " in place of `lam` (PPO)")),
+    _int(
+        "n_samples_per_prompt",
+        1,
+        why=" (the group size G)",
+        owner="stage 1 of the group estimators",
+        doc=(
+            "int >= 1: the group size G the rollout was sampled with; without `Rollout.group_ids`,"
+            " rows g*G .. g*G+G-1 share a prompt (group estimators only)"
+        ),
+    ),
+    _flag(
+        "normalize_advantages",
+        False,
+        owner="stage 1: reinforce_plus_plus, ppo",
+        doc=(
+            "bool: z-score the advantages over the global batch (REINFORCE++ pair: population"
+            " variance under a 1e-8 floor; PPO: Bessel whitening)"
+        ),
+    ),
+    _flag(
+        "norm_adv_by_std_in_grpo",
+        True,
+        owner="stage 1: the GRPO family",
+        doc=(
+            "bool: divide the group-centred reward by the group std (GRPO family); False for"
+            " Dr.GRPO"
+        ),
+    ),
+    _number(
+        "gamma",
+        1.0,
+        _UNIT,
+        owner="stage 1: reinforce_plus_plus, ppo",
+        doc="float in [0, 1]: the discount (REINFORCE++ returns, GAE)",
+    ),
+    _number("lam", 1.0, _UNIT, owner="stage 1: ppo", doc="float in [0, 1]: GAE's lambda (PPO)"),
+    _number(
+        "kl_coef",
+        0.0,
+        _NON_NEGATIVE,
+        switch="rollout.ref_log_probs",
+        owner="stage 1: the k1 reward shaping (reinforce_plus_plus, rloo, ppo)",
+        doc=(
+            "float >= 0: beta of the k1 reward shaping, `-beta * (old - ref)` per token"
+            " (REINFORCE++, PPO); on when the rollout carries `ref_log_probs` (0 then weighs"
+            " nothing); a host number other than 0 needs them"
+        ),
+    ),
+    _flag(
+        "use_kl_loss",
+        False,
+        common=True,
+        owner="piece kl_loss",
+        doc=(
+            "bool: add `kl_loss_coef * aggregate(kl_penalty(log_probs, ref, kl_loss_type))` to the"
+            " loss"
+        ),
+    ),
+    _choice(
+        "kl_loss_type",
+        "k3",
+        KL_PENALTY_KINDS,
+        when=_KL_LOSS,
+        hint=", or set use_kl_loss=True",
+        hint_if="use_kl_loss",
+        common=True,
+        owner="piece kl_loss",
+        doc="str: one of `dew_rl.KL_PENALTY_KINDS`; read only with `use_kl_loss=True`",
+    ),
+    _number(
+        "kl_loss_coef",
+        0.001,
+        _NON_NEGATIVE,
+        when=_KL_LOSS,
+        hint=", or set use_kl_loss=True",
+        hint_if="use_kl_loss",
+        common=True,
+        owner="piece kl_loss",
+        doc="float >= 0: the KL loss weight; read only with `use_kl_loss=True`",
+    ),
+    _number(
+        "clip_ratio_low",
+        0.2,
+        (
+            lambda v: 0.0 < v < 1.0,
+            "in (0, 1): a positive clip whose lower bound 1 - clip_ratio_low stays positive",
+        ),
+        owner="the clipped loss modes",
+        doc=(
+            "float in (0, 1): the lower PPO clip offset, the ratio is clipped below at 1 -"
+            " clip_ratio_low"
+        ),
+    ),
+    _number(
+        "clip_ratio_high",
+        0.2,
+        _POSITIVE,
+        owner="the clipped loss modes",
+        doc=(
+            "float > 0: the upper PPO clip offset, the ratio is clipped above at 1 +"
+            " clip_ratio_high"
+        ),
+    ),
+    _number(
+        "clip_ratio_c",
+        3.0,
+        (lambda v: 1.0 < v < np.inf, "None (no dual clip) or a finite number > 1"),
+        optional=True,
+        type=float | None,
+        owner="the dual-clip loss modes",
+        doc="float > 1 or None: the dual-clip constant; None disables it",
+    ),
+    _choice(
+        "loss_agg_mode",
+        None,
+        AGGREGATION_MODES,
+        optional=True,
+        type=str | None,
+        common=True,
+        owner="the reduction",
+        doc=(
+            "str or None: one of `dew_rl.AGGREGATION_MODES`; None resolves to the estimator's"
+            " default reduction (\"token-mean\" when `calculate_per_token_loss=True`)"
+        ),
+    ),
+    _number(
+        "loss_agg_norm",
+        None,
+        (lambda v: 0.0 < v < np.inf, "None (T) or a positive finite number"),
+        traced=False,
+        optional=True,
+        type=float | None,
+        when=_NORM_MODE,
+        hint=", or use loss_agg_mode='seq-mean-token-sum-norm'",
+        common=True,
+        owner="the reduction",
+        doc=(
+            "float > 0 or None: the constant of \"seq-mean-token-sum-norm\"; None:"
+            " `max_response_length`, else T"
+        ),
+    ),
+    _flag(
+        "calculate_per_token_loss",
+        False,
+        common=True,
+        owner="the reduction",
+        doc="bool: the seed's switch; True means `loss_agg_mode=\"token-mean\"`",
+    ),
+    _number(
+        "tau_pos",
+        1.0,
+        _POSITIVE,
+        owner="loss_mode sapo",
+        doc="float > 0: SAPO's gate temperature where A > 0",
+    ),
+    _number(
+        "tau_neg",
+        1.05,
+        _POSITIVE,
+        owner="loss_mode sapo",
+        doc="float > 0: SAPO's gate temperature where A <= 0",
+    ),
+    _number(
+        "cispo_epsilon_low",
+        1.0,
+        (lambda v: 0.0 < v <= 1.0, "in (0, 1] (1 means no lower bound on the weight)"),
+        owner="loss_mode cispo, signed_cispo",
+        doc=(
+            "float in (0, 1]: CISPO's weight is clipped below at 1 - cispo_epsilon_low (1: no lower"
+            " bound)"
+        ),
+    ),
+    _number(
+        "cispo_epsilon_high",
+        4.0,
+        _POSITIVE,
+        owner="loss_mode cispo, signed_cispo",
+        doc="float > 0: CISPO's weight is clipped above at 1 + cispo_epsilon_high",
+    ),
+    _number(
+        "cliprange_value",
+        0.2,
+        _POSITIVE,
+        owner="piece value_loss (ppo)",
+        doc="float > 0: PPO's value clip half-width",
+    ),
+    _number(
+        "vf_coef",
+        0.5,
+        _NON_NEGATIVE,
+        owner="piece value_loss (ppo)",
+        doc="float >= 0: the weight of PPO's value loss",
+    ),
+    _number(
+        "tis_cap",
+        None,
+        (lambda v: v > 0.0, "None or a positive number (inf for no cap)"),
+        optional=True,
+        type=float | None,
+        common=True,
+        owner="piece rollout_correction",
+        doc=(
+            "float > 0 or None: the cap of `dew_rl.behavior_importance_weights`, whose weights then"
+            " multiply the policy terms (needs `rollout.behavior_log_probs`)"
+        ),
+    ),
+    _number(
+        "entropy_coeff",
+        0.0,
+        (np.isfinite, "a finite number"),
+        switch="entropy",
+        common=True,
+        owner="piece entropy_bonus",
+        doc=(
+            "float: the entropy bonus weight, `- entropy_coeff * aggregate(entropy)`; the bonus is"
+            " on when `loss` gets `entropy` (0 then weighs nothing); a host number other than 0"
+            " needs it"
+        ),
+    ),
+    _flag(
+        "dynamic_sampling",
+        False,
+        owner="stage 1: dapo",
+        doc="bool: DAPO: groups whose rewards are all equal leave the loss (their rows are masked)",
+    ),
+    _int(
+        "overlong_buffer_len",
+        None,
+        why=" or None",
+        optional=True,
+        type=int | None,
+        owner="stage 1: dapo",
+        doc="int >= 1 or None: DAPO's soft overlong buffer L_buf; None: no overlong shaping",
+    ),
+    _number(
+        "overlong_penalty_factor",
+        1.0,
+        _NON_NEGATIVE,
+        when=_OVERLONG,
+        hint=", or set overlong_buffer_len",
+        hint_if="overlong_buffer_len",
+        owner="stage 1: dapo",
+        doc="float >= 0: the penalty at and beyond L_max",
+    ),
+    _int(
+        "max_response_length",
+        None,
+        why=" or None",
+        optional=True,
+        type=int | None,
+        when=_MAX_LENGTH,
+        hint=", or set overlong_buffer_len (DAPO's overlong shaping reads it)",
+        hint_if="overlong_buffer_len",
+        common=True,
+        owner="the reduction; stage 1: dapo",
+        doc=(
+            "int >= 1 or None: L_max of the overlong shaping (None: T), and the default"
+            " `loss_agg_norm`"
+        ),
+    ),
+    _number("beta", 0.1, _POSITIVE, owner="dpo", doc="float > 0: DPO's beta"),
+    _int(
+        "context_parallel_size",
+        1,
+        common=True,
+        owner="the declarations",
+        doc="int >= 1: declared context parallelism (must be 1 for the REINFORCE++ pair)",
+    ),
+    _choice(
+        "rollout_mode",
+        "colocate",
+        ROLLOUT_MODES,
+        common=True,
+        owner="the declarations",
+        doc=(
+            "str: \"colocate\", \"fully_async\" or \"hybrid\" (must be \"colocate\" for the"
+            " REINFORCE++ pair)"
+        ),
+    ),
+    _other(
+        "reward_post_process",
+        None,
+        "callable",
+        optional=True,
+        type=Callable | None,
+        owner="stage 1",
+        doc="callable or None: `[B] rewards -> [B] rewards`, applied in stage 1 before any shaping",
+    ),
+    _other(
+        "custom_advantage",
+        None,
+        "callable",
+        optional=True,
+        type=Callable | None,
+        owner="stage 1",
+        doc=(
+            "callable or None: `(rollout, axis_name) -> [B, T]` raw advantages, replacing the"
+            " estimator's (its normalisation, if any, still applies)"
+        ),
+    ),
+    _choice(
+        "loss_mode",
+        None,
+        lambda: tuple(_LOSS_MODES),
+        optional=True,
+        type=str | None,
+        common=True,
+        owner="the policy loss",
+        doc=(
+            "str or None: the per-token policy loss, one of `LOSS_MODES` (verl's"
+            " `policy_loss.loss_mode`); None: the estimator's own (its recipe's)"
+        ),
+    ),
+    _choice(
+        "rollout_is",
+        None,
+        ROLLOUT_IS_LEVELS,
+        optional=True,
+        type=str | None,
+        common=True,
+        owner="piece rollout_correction",
+        doc=(
+            "str or None: importance weights of the trainer's old policy against the sampler"
+            " (`rollout.behavior_log_probs`), verl's `algorithm.rollout_correction.rollout_is`:"
+            " \"token\", \"sequence\" (the product over the row) or \"geometric_mean\"; they"
+            " multiply the policy terms"
+        ),
+    ),
+    _number(
+        "rollout_is_threshold",
+        2.0,
+        _POSITIVE_OR_INF,
+        optional=True,
+        type=float | None,
+        when=_IS,
+        hint=", or set rollout_is",
+        hint_if="rollout_is",
+        common=True,
+        owner="piece rollout_correction",
+        doc="float > 0 or None: C_max, the upper bound of the weights (None: none)",
+    ),
+    _number(
+        "rollout_is_threshold_lower",
+        None,
+        _POSITIVE_OR_INF,
+        optional=True,
+        type=float | None,
+        when=_IS,
+        hint=", or set rollout_is",
+        hint_if="rollout_is",
+        common=True,
+        owner="piece rollout_correction",
+        doc=(
+            "float > 0 or None: C_min, the lower bound (None: none in truncate mode, 1 / C_max in"
+            " mask mode)"
+        ),
+    ),
+    _choice(
+        "rollout_is_mode",
+        "truncate",
+        ROLLOUT_IS_MODES,
+        when=_IS,
+        hint=", or set rollout_is",
+        hint_if="rollout_is",
+        common=True,
+        owner="piece rollout_correction",
+        doc=(
+            "str: \"truncate\" (clamp to [C_min, C_max], TIS) or \"mask\" (weights outside it set"
+            " to 0, MIS/IcePop)"
+        ),
+    ),
+    _flag(
+        "rollout_is_batch_normalize",
+        False,
+        when=_IS,
+        hint=", or set rollout_is",
+        hint_if="rollout_is",
+        common=True,
+        owner="piece rollout_correction",
+        doc="bool: rescale the weights to mean 1 over the global batch (verl)",
+    ),
+    _other(
+        "rollout_rs",
+        None,
+        "rule",
+        type=str | tuple | None,
+        common=True,
+        owner="piece rollout_correction",
+        doc=(
+            "str, tuple or None: rejection of tokens or rows by the sampler's divergence from the"
+            " trainer, verl's `rollout_rs` (`dew_rl.ROLLOUT_RS_OPTIONS`, chained with commas or a"
+            " tuple); rejected tokens leave the mask that stage 1 returns"
+        ),
+    ),
+    _other(
+        "rollout_rs_threshold",
+        None,
+        "rule",
+        traced=True,
+        type=float | tuple | None,
+        when=_RS,
+        hint=", or set rollout_rs",
+        hint_if="rollout_rs",
+        common=True,
+        owner="piece rollout_correction",
+        doc=(
+            "float, tuple or None: the upper threshold(s) of the rejection options (one per option)"
+        ),
+    ),
+    _other(
+        "rollout_rs_threshold_lower",
+        None,
+        "rule",
+        traced=True,
+        type=float | tuple | None,
+        when=_RS,
+        hint=", or set rollout_rs",
+        hint_if="rollout_rs",
+        common=True,
+        owner="piece rollout_correction",
+        doc="float, tuple or None: the lower threshold(s) (None: verl's default per option)",
+    ),
+    _flag(
+        "bypass_mode",
+        False,
+        common=True,
+        owner="piece rollout_correction",
+        doc=(
+            "bool: the sampler's log-probs are the PPO ratio's denominator (verl's bypass mode; two"
+            " policies instead of three); the correction's weights and rejection then compare the"
+            " current policy with the sampler, in stage 2"
+        ),
+    ),
+    _number(
+        "off_policy_mask_threshold",
+        None,
+        _POSITIVE_OR_INF,
+        optional=True,
+        type=float | None,
+        common=True,
+        owner="piece opsm",
+        doc=(
+            "float > 0 or None: OPSM (DeepSeek-V3.2, TRL's name): drop a row whose advantage is"
+            " negative and whose mean log-ratio of the sampler to the current policy exceeds it"
+        ),
+    ),
+    _flag(
+        "use_bias_correction_kl",
+        False,
+        when=_KL_LOSS,
+        hint=", or set use_kl_loss=True",
+        hint_if="use_kl_loss",
+        common=True,
+        owner="piece kl_loss",
+        doc=(
+            "bool: the KL loss is the importance-weighted (\"unbiased\") KL, `r * kX` with the"
+            " gradient through r = pi_theta / pi_old (TRL's `use_bias_correction_kl`, slime's"
+            " `--use-unbiased-kl`)"
+        ),
+    ),
+    _choice(
+        "kl_penalty",
+        "kl",
+        KL_PENALTY_KINDS,
+        when=_KL_IN_REWARD,
+        owner="stage 1: the k1 reward shaping",
+        doc=(
+            "str: the estimator of the KL in the reward (`kl_coef`), one of"
+            " `dew_rl.KL_PENALTY_KINDS` (verl's `algorithm.kl_penalty`, \"kl\" = k1); for RLOO the"
+            " row's sum of it is taken off the reward (TRL)"
+        ),
+    ),
+    _number(
+        "top_entropy_quantile",
+        1.0,
+        _FRACTION,
+        traced=False,
+        common=True,
+        owner="piece top_entropy",
+        doc=(
+            "float in (0, 1]: keep only the tokens whose entropy is at or above this quantile of"
+            " every valid token of every shard in the policy term and the entropy bonus (TRL's"
+            " name, \"80/20\"); 1: all (needs `entropy` when below 1); static, not a pytree leaf"
+        ),
+    ),
+    _number(
+        "dro_beta",
+        0.1,
+        _POSITIVE,
+        owner="loss_mode dro",
+        doc="float > 0: the quadratic penalty of loss_mode \"dro\" (verl; Kimi k1.5's tau)",
+    ),
+    _number(
+        "topr_positive_weight",
+        1.0,
+        _NON_NEGATIVE,
+        owner="loss_mode topr",
+        doc="float >= 0: TOPR's weight of the rows with positive reward (ROLL)",
+    ),
+    _number(
+        "topr_negative_weight",
+        1.0,
+        _NON_NEGATIVE,
+        owner="loss_mode topr",
+        doc="float >= 0: TOPR's weight of the rows with non-positive reward (ROLL)",
+    ),
+    _number(
+        "vespo_k_pos",
+        2.0,
+        _POSITIVE,
+        owner="loss_mode vespo",
+        doc="float > 0: VESPO's gamma-kernel shape where A > 0 (TRL)",
+    ),
+    _number(
+        "vespo_lambda_pos",
+        3.0,
+        _POSITIVE,
+        owner="loss_mode vespo",
+        doc="float > 0: VESPO's gamma-kernel rate where A > 0 (TRL)",
+    ),
+    _number(
+        "vespo_k_neg",
+        3.0,
+        _POSITIVE,
+        owner="loss_mode vespo",
+        doc="float > 0: VESPO's gamma-kernel shape where A <= 0 (TRL)",
+    ),
+    _number(
+        "vespo_lambda_neg",
+        2.0,
+        _POSITIVE,
+        owner="loss_mode vespo",
+        doc="float > 0: VESPO's gamma-kernel rate where A <= 0 (TRL)",
+    ),
+    _number(
+        "clip_cov_ratio",
+        0.0002,
+        _FRACTION,
+        traced=False,
+        owner="loss_mode clip_cov",
+        doc="float in (0, 1]: Clip-Cov (verl): the fraction of tokens whose gradient is detached",
+    ),
+    _number(
+        "clip_cov_lb",
+        1.0,
+        _NON_NEGATIVE,
+        owner="loss_mode clip_cov",
+        doc=(
+            "float >= 0: Clip-Cov's lower bound of the covariance band the detached tokens are"
+            " drawn from"
+        ),
+    ),
+    _number(
+        "clip_cov_ub",
+        5.0,
+        _NON_NEGATIVE,
+        owner="loss_mode clip_cov",
+        doc="float >= 0: Clip-Cov's upper bound of that covariance band",
+    ),
+    _number(
+        "kl_cov_ratio",
+        0.0002,
+        _FRACTION,
+        traced=False,
+        owner="loss_mode kl_cov",
+        doc="float in (0, 1]: KL-Cov (verl): the fraction of top-covariance tokens penalised",
+    ),
+    _number(
+        "ppo_kl_coef",
+        0.1,
+        _NON_NEGATIVE,
+        owner="loss_mode kl_cov",
+        doc="float >= 0: KL-Cov's weight of the penalty on those tokens",
+    ),
+    _other(
+        "gdpo_reward_weights",
+        None,
+        "rule",
+        type=tuple | None,
+        owner="gdpo",
+        doc=(
+            "tuple of floats or None: GDPO's weight per reward component (verl); None: equal"
+            " weights"
+        ),
+    ),
+    _other(
+        "loss_type",
+        "sigmoid",
+        "rule",
+        type=str | tuple,
+        owner="dpo",
+        doc=(
+            "str or tuple: the DPO loss, one of `dew_rl.DPO_LOSS_TYPES` (TRL's names), or several"
+            " with `loss_weights`"
+        ),
+    ),
+    _number(
+        "label_smoothing",
+        0.0,
+        (lambda v: 0.0 <= v < 0.5, "in [0, 0.5)"),
+        owner="dpo",
+        doc="float in [0, 0.5): cDPO / robust DPO's label noise (TRL, OpenRLHF)",
+    ),
+    _choice(
+        "f_divergence_type",
+        "reverse_kl",
+        F_DIVERGENCE_TYPES,
+        owner="dpo",
+        doc=(
+            "str: f-DPO (TRL): \"reverse_kl\" (plain DPO), \"forward_kl\", \"js_divergence\" or"
+            " \"alpha_divergence\""
+        ),
+    ),
+    _number(
+        "f_alpha_divergence_coef",
+        0.5,
+        (lambda v: 0.0 < v < 1.0, "in (0, 1)"),
+        when=lambda c, rec, reads, by_value: c.f_divergence_type == "alpha_divergence",
+        owner="dpo",
+        doc=(
+            "float in (0, 1): f-DPO's alpha, read with f_divergence_type=\"alpha_divergence\" (TRL)"
+        ),
+    ),
+    _number(
+        "ld_alpha",
+        None,
+        (lambda v: 0.0 <= v <= 1.0, "None or in [0, 1]"),
+        optional=True,
+        type=float | None,
+        owner="dpo",
+        doc="float in [0, 1] or None: LD-DPO's weight of the tokens beyond the common length (TRL)",
+    ),
+    _flag("use_weighting", False, owner="dpo", doc="bool: WPO's pair weights (TRL)"),
+    _number(
+        "discopop_tau", 0.05, _POSITIVE, owner="dpo", doc="float > 0: DiscoPOP's temperature (TRL)"
+    ),
+    _other(
+        "loss_weights",
+        None,
+        "rule",
+        type=tuple | None,
+        when=lambda c, rec, reads, by_value: not (
+            "loss_type" in reads and not isinstance(c.loss_type, tuple)
+        ),
+        owner="dpo",
+        doc=(
+            "tuple of floats or None: the weight of each loss of a tuple `loss_type` (TRL's"
+            " multi-loss, MPO)"
+        ),
+    ),
+    _number(
+        "opd_kl_coef",
+        0.0,
+        _NON_NEGATIVE,
+        switch="rollout.teacher_log_probs",
+        common=True,
+        owner="piece distillation",
+        doc=(
+            "float >= 0: on-policy distillation added to any estimator's advantage (slime's and"
+            " Relax's `opd_kl_coef`): `A - opd_kl_coef * sg(old - teacher)` per token, after the"
+            " estimator's own normalisation; on when the rollout carries `teacher_log_probs` (0"
+            " then weighs nothing); a host number other than 0 needs them"
+        ),
+    ),
+    _number(
+        "loss_max_clamp",
+        None,
+        (lambda v: 0.0 < v < np.inf, "None or a positive finite number"),
+        optional=True,
+        type=float | None,
+        when=_CLAMP,
+        hint=", or set opd_kl_coef > 0",
+        hint_if="opd_kl_coef",
+        common=True,
+        owner="piece distillation; on_policy_distillation",
+        doc=(
+            "float > 0 or None: clamp the per-token distillation estimate to [-c, c] first (verl's "
+            "`loss_max_clamp`; read by `on_policy_distillation` and with `opd_kl_coef` on)"
+        ),
+    ),
+    _other(
+        "scale_rewards",
+        None,
+        "rule",
+        type=str | None,
+        owner="stage 1: the GRPO family",
+        doc=(
+            "None or \"batch\": TRL's `scale_rewards=\"batch\"` (\"Lite PPO\"), the group-centred"
+            " reward over the standard deviation of the whole batch (GRPO family, with"
+            " norm_adv_by_std_in_grpo=True); TRL's \"group\" and \"none\" are verl's"
+            " norm_adv_by_std_in_grpo True and False"
+        ),
+    ),
+    _flag(
+        "use_leave_one_out_baseline",
+        False,
+        owner="stage 1: the GRPO family",
+        doc=(
+            "bool: NeMo-RL's GRPO advantage, minus the mean of the other rows of the group, over"
+            " their std when norm_adv_by_std_in_grpo (GRPO family)"
+        ),
+    ),
+    _number(
+        "positive_example_nll_weight",
+        None,
+        (lambda v: 0.0 <= v < np.inf, "a finite number >= 0 (or None: no NLL term)"),
+        optional=True,
+        type=float | None,
+        common=True,
+        owner="piece positive_example_nll",
+        doc=(
+            "float >= 0 or None: NeMo-RL's weight of VAPO's NLL on the rewarded responses, `+ w *"
+            " token_mean(-log pi)` over the tokens of rows with reward > 0; None (the default)"
+            " leaves the term out, any number (0 included) computes it"
+        ),
+    ),
+    _number(
+        "m2_threshold",
+        None,
+        (lambda v: 0.0 < v < np.inf, "None or a positive finite number"),
+        traced=False,
+        optional=True,
+        type=float | None,
+        common=True,
+        owner="piece m2po_mask",
+        doc=(
+            "float > 0 or None: AReaL's M2PO mask, in stage 1: drop the tokens of largest"
+            " (behaviour - old)^2 until the mean of the rest is below it (old_log_probs is the"
+            " proximal policy)"
+        ),
+    ),
+    _number(
+        "kl2_budget",
+        None,
+        (lambda v: 0.0 <= v < np.inf, "None or a finite number >= 0"),
+        optional=True,
+        type=float | None,
+        hint=", or use loss_mode='m2po'",
+        hint_if="loss_mode",
+        owner="loss_mode m2po",
+        doc=(
+            "float >= 0 or None: Relax's M2PO budget on the harmful tokens' mean squared log ratio;"
+            " required by loss_mode=\"m2po\""
+        ),
+    ),
+    _number(
+        "miniclip_low",
+        0.3,
+        _UNIT,
+        hint=", or use loss_mode='m2po'",
+        hint_if="loss_mode",
+        owner="loss_mode m2po",
+        doc="float in [0, 1]: Relax's M2PO floor of the lower clip offset (loss_mode=\"m2po\")",
+    ),
+    _number(
+        "miniclip_high",
+        0.5,
+        _NON_NEGATIVE,
+        hint=", or use loss_mode='m2po'",
+        hint_if="loss_mode",
+        owner="loss_mode m2po",
+        doc="float >= 0: Relax's M2PO floor of the upper clip offset (loss_mode=\"m2po\")",
+    ),
+    _number(
+        "gae_lambda_value",
+        None,
+        (lambda v: 0.0 <= v <= 1.0, "None or in [0, 1]"),
+        optional=True,
+        type=float | None,
+        owner="stage 1: ppo",
+        doc=(
+            "float in [0, 1] or None: NeMo-RL's (VAPO's decoupled GAE) lambda of the critic's"
+            " returns; None: `lam`, the policy's (PPO)"
+        ),
+    ),
+    _number(
+        "length_adaptive_alpha",
+        None,
+        (lambda v: 0.0 < v < np.inf, "None or a positive finite number"),
+        optional=True,
+        type=float | None,
+        owner="stage 1: ppo",
+        doc=(
+            "float > 0 or None: NeMo-RL's (VAPO's) length-adaptive policy lambda, `1 - 1 / (alpha *"
+            " L_i)` per row in place of `lam` (PPO)"
+        ),
+    ),
 )
 
 # %% ../../nbs/04e_config_fields.ipynb #595f9521
@@ -540,21 +1167,46 @@ def _options(value) -> tuple:
 
 
 def _correction_rules(c) -> None:
-    "The rollout correction: C_min <= C_max where both are host numbers, one of tis_cap and rollout_is, bypass's rule, the rejection options."
+    """The rollout correction: C_min <= C_max where both are host numbers, one of tis_cap and
+    rollout_is, bypass's rule, the rejection options."""
     lo, hi = c.rollout_is_threshold_lower, c.rollout_is_threshold
     if _is_number(lo) and _is_number(hi) and lo > hi:
-        _reject("rollout_is_threshold_lower", lo, f"exceeds rollout_is_threshold={hi!r}", "use C_min <= C_max")
+        _reject(
+            "rollout_is_threshold_lower",
+            lo,
+            f"exceeds rollout_is_threshold={hi!r}",
+            "use C_min <= C_max",
+        )
     if c.tis_cap is not None and c.rollout_is is not None:
-        _reject("tis_cap", c.tis_cap, f"together with rollout_is={c.rollout_is!r}: tis_cap is rollout_is='token' with "
-                "rollout_is_threshold=tis_cap", "set one of the two")
-    if c.bypass_mode and (c.rollout_is is not None or c.tis_cap is not None) and c.loss_mode != "reinforce":
-        _reject("bypass_mode", True, f"with importance weights and loss_mode={c.loss_mode!r}: in bypass mode the PPO "
-                "ratio is already taken against the sampler, so weights apply only to the policy-gradient loss (verl's "
-                "bypass presets)", "use loss_mode='reinforce', or drop rollout_is / tis_cap")
+        _reject(
+            "tis_cap",
+            c.tis_cap,
+            f"together with rollout_is={c.rollout_is!r}: tis_cap is rollout_is='token' with "
+            "rollout_is_threshold=tis_cap",
+            "set one of the two",
+        )
+    if (
+        c.bypass_mode
+        and (c.rollout_is is not None or c.tis_cap is not None)
+        and c.loss_mode != "reinforce"
+    ):
+        _reject(
+            "bypass_mode",
+            True,
+            f"with importance weights and loss_mode={c.loss_mode!r}: in bypass mode the PPO ratio"
+            " is already taken against the sampler, so weights apply only to the policy-gradient"
+            " loss (verl's bypass presets)",
+            "use loss_mode='reinforce', or drop rollout_is / tis_cap",
+        )
     if c.rollout_rs is None:
         return
     if not isinstance(c.rollout_rs, (str, tuple)) or not _options(c.rollout_rs):
-        _reject("rollout_rs", c.rollout_rs, "is not an option string or a tuple of options", "use dew_rl.ROLLOUT_RS_OPTIONS")
+        _reject(
+            "rollout_rs",
+            c.rollout_rs,
+            "is not an option string or a tuple of options",
+            "use dew_rl.ROLLOUT_RS_OPTIONS",
+        )
     for o in _options(c.rollout_rs):
         check_choice(_FN, "rollout_rs", o, ROLLOUT_RS_OPTIONS)
     n = len(_options(c.rollout_rs))
@@ -562,71 +1214,125 @@ def _correction_rules(c) -> None:
         v = getattr(c, name)
         if isinstance(v, tuple):
             if len(v) != n:
-                _reject(name, v, f"has {len(v)} thresholds for {n} rejection option(s)", "give one per option")
+                _reject(
+                    name,
+                    v,
+                    f"has {len(v)} thresholds for {n} rejection option(s)",
+                    "give one per option",
+                )
             for x in v:
                 if x is not None:
                     check_number(_FN, name, x, lambda t: 0.0 < t < np.inf, "positive thresholds")
         elif v is not None:
             check_number(_FN, name, v, lambda t: 0.0 < t < np.inf, "None or a positive number")
     if c.rollout_rs_threshold is None:
-        _reject("rollout_rs_threshold", None, f"with rollout_rs={c.rollout_rs!r}: the rejection needs its upper threshold",
-                "set rollout_rs_threshold (verl's rollout_rs_threshold)")
+        _reject(
+            "rollout_rs_threshold",
+            None,
+            f"with rollout_rs={c.rollout_rs!r}: the rejection needs its upper threshold",
+            "set rollout_rs_threshold (verl's rollout_rs_threshold)",
+        )
 
 
 def _preference_rules(c) -> None:
     "GDPO's weights, the DPO loss types and their weights, EXO's smoothing."
-    if c.gdpo_reward_weights is not None and not (isinstance(c.gdpo_reward_weights, tuple)
-                                                  and all(np.ndim(w) == 0 for w in c.gdpo_reward_weights)):
-        _reject("gdpo_reward_weights", c.gdpo_reward_weights, "is not a tuple of numbers", "pass a tuple or None")
+    if c.gdpo_reward_weights is not None and not (
+        isinstance(c.gdpo_reward_weights, tuple)
+        and all(np.ndim(w) == 0 for w in c.gdpo_reward_weights)
+    ):
+        _reject(
+            "gdpo_reward_weights",
+            c.gdpo_reward_weights,
+            "is not a tuple of numbers",
+            "pass a tuple or None",
+        )
     types_ = c.loss_type if isinstance(c.loss_type, tuple) else (c.loss_type,)
     for t in types_:
         check_choice(_FN, "loss_type", t, DPO_LOSS_TYPES)
-    if c.loss_weights is not None and (not isinstance(c.loss_weights, tuple) or len(c.loss_weights) != len(types_)):
-        _reject("loss_weights", c.loss_weights, f"needs one weight per loss of loss_type={c.loss_type!r}",
-                "pass a tuple of the same length, or None")
+    if c.loss_weights is not None and (
+        not isinstance(c.loss_weights, tuple) or len(c.loss_weights) != len(types_)
+    ):
+        _reject(
+            "loss_weights",
+            c.loss_weights,
+            f"needs one weight per loss of loss_type={c.loss_type!r}",
+            "pass a tuple of the same length, or None",
+        )
     if "exo_pair" in types_ and _host_value(c.label_smoothing, 0.0):
-        _reject("label_smoothing", 0.0, "for loss_type 'exo_pair': EXO's smoothing must be positive",
-                "set label_smoothing, e.g. 1e-3 (the EXO paper's suggestion)")
+        _reject(
+            "label_smoothing",
+            0.0,
+            "for loss_type 'exo_pair': EXO's smoothing must be positive",
+            "set label_smoothing, e.g. 1e-3 (the EXO paper's suggestion)",
+        )
 
 
 def _advantage_rules(c) -> None:
     "TRL's scale_rewards against verl's switch and NeMo-RL's leave-one-out baseline."
     if c.scale_rewards is not None:
         if c.scale_rewards in ("group", "none", True, False):
-            _reject("scale_rewards", c.scale_rewards, "is TRL's spelling of verl's norm_adv_by_std_in_grpo",
-                    f"use norm_adv_by_std_in_grpo={c.scale_rewards in ('group', True)} (scale_rewards takes only 'batch')")
+            _reject(
+                "scale_rewards",
+                c.scale_rewards,
+                "is TRL's spelling of verl's norm_adv_by_std_in_grpo",
+                f"use norm_adv_by_std_in_grpo={c.scale_rewards in ('group', True)} (scale_rewards"
+                " takes only 'batch')",
+            )
         check_choice(_FN, "scale_rewards", c.scale_rewards, ("batch",))
         if not c.norm_adv_by_std_in_grpo:
-            _reject("scale_rewards", c.scale_rewards, "with norm_adv_by_std_in_grpo=False: 'batch' divides by the "
-                    "batch std, centring alone divides by nothing", "drop one of the two")
+            _reject(
+                "scale_rewards",
+                c.scale_rewards,
+                "with norm_adv_by_std_in_grpo=False: 'batch' divides by the "
+                "batch std, centring alone divides by nothing",
+                "drop one of the two",
+            )
         if c.use_leave_one_out_baseline:
-            _reject("scale_rewards", c.scale_rewards, "with use_leave_one_out_baseline=True: NeMo-RL's advantage "
-                    "divides by the std of the other rows of the group", "drop one of the two")
+            _reject(
+                "scale_rewards",
+                c.scale_rewards,
+                "with use_leave_one_out_baseline=True: NeMo-RL's advantage "
+                "divides by the std of the other rows of the group",
+                "drop one of the two",
+            )
 
 
-# The rules between fields, after each field's own check (an estimator's and a loss mode's come with their records).
+# The rules between fields, after each field's own check (an estimator's and a loss mode's come with
+# their records).
 CONFIG_RULES = (_correction_rules, _preference_rules, _advantage_rules)
 FIELDS = types.MappingProxyType({f.name: f for f in BUILTIN_FIELDS})
 FIELD_DEFAULTS = types.MappingProxyType({f.name: f.default for f in BUILTIN_FIELDS})
-# The fields every estimator with a token loss reads (the reduction, the pieces of the loss, the declarations).
+# The fields every estimator with a token loss reads (the reduction, the pieces of the loss, the
+# declarations).
 _COMMON = tuple(f.name for f in BUILTIN_FIELDS if f.common)
 # The real-valued coefficients: the leaves of the config as a pytree (when read and not None).
 COEFFICIENTS = tuple(f.name for f in BUILTIN_FIELDS if f.traced)
-# Coefficients that weigh a term needing an input of its own: on when the input is passed, never by the value.
+# Coefficients that weigh a term needing an input of its own: on when the input is passed, never by
+# the value.
 _SWITCHES = types.MappingProxyType({f.name: f.switch for f in BUILTIN_FIELDS if f.switch})
 ConfigFields = TypedDict("ConfigFields", {f.name: f.type for f in BUILTIN_FIELDS}, total=False)
-ConfigFields.__doc__ = "The keyword arguments of `ObjectiveConfig` and of every entry point (`grpo(**fields)`), for editors."
+ConfigFields.__doc__ = (
+    "The keyword arguments of `ObjectiveConfig` and of every entry point (`grpo(**fields)`), for"
+    " editors."
+)
 
 
 def _reads(c, by_value: bool = True) -> set:
-    """The fields this configuration reads: its estimator's record, its loss mode, the common fields, each under its `when`.
+    """The fields this configuration reads: its estimator's record, its loss mode, the common fields.
 
-    `by_value=False` leaves out the conditions on a coefficient's host value (a `kl_coef` or `opd_kl_coef`
-    of 0 makes `kl_penalty` and `loss_max_clamp` weigh nothing): the pytree's leaves never depend on a value.
+    Each under its `when`.
+
+    `by_value=False` leaves out the conditions on a coefficient's host value (a `kl_coef` or
+    `opd_kl_coef` of 0 makes `kl_penalty` and `loss_max_clamp` weigh nothing): the pytree's leaves
+    never depend on a value.
     """
     rec = _ESTIMATORS[c.advantage_estimator]
     reads = set(rec.reads)
     if rec.advantage is not None:
         reads |= set(_COMMON) | set(rec.advantage.reads) | set(_LOSS_MODES[c.loss_mode].reads)
         reads -= set(rec.advantage.excludes)
-    return {n for n in reads if n not in FIELDS or FIELDS[n].when is None or FIELDS[n].when(c, rec, reads, by_value)}
+    return {
+        n
+        for n in reads
+        if n not in FIELDS or FIELDS[n].when is None or FIELDS[n].when(c, rec, reads, by_value)
+    }

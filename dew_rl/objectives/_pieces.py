@@ -24,14 +24,16 @@ from .._surrogates.entropy import top_entropy_mask
 from .._surrogates.distill import distillation_advantage
 from .._surrogates.weighted import positive_example_nll_terms
 from .._surrogates.trust_regions import m2po_loss_mask
-from ._fields import FIELDS, _ESTIMATORS, _LOSS_MODES, _host_value, _is_array, _reads
+from ._fields import (FIELDS, _ESTIMATORS, _LOSS_MODES, _host_value, _is_array,
+                                       _reads)
 
 # %% auto #0
 __all__ = ['ADVANTAGE_PIECES', 'LOSS_PIECES', 'Piece', 'run_pieces', 'Step', 'describe']
 
 # %% ../../nbs/04f_pieces.ipynb #55fbadfb
 def _token_field(fn: str, rollout, name: str, keep, why: str, allow_int: bool = False):
-    "A required [B, T] field of the rollout, checked and selected to 0 outside the mask before any arithmetic."
+    """A required [B, T] field of the rollout, checked and selected to 0 outside the mask before any
+    arithmetic."""
     value = getattr(rollout, name)
     check_present(fn, f"rollout.{name}", value, why)
     x = as_float(fn, f"rollout.{name}", value, allow_int=allow_int)
@@ -49,20 +51,33 @@ def _select(fn: str, name: str, value, keep, like: str = "rollout.mask"):
 def _rewards_of(fn: str, cfg, rollout, keep):
     "The [B] outcome rewards (bool and integer rewards as float32), after `reward_post_process`."
     value = rollout.rewards
-    check_present(fn, "rollout.rewards", value, f"by {cfg.advantage_estimator} (the outcome reward of each row)")
+    check_present(
+        fn,
+        "rollout.rewards",
+        value,
+        f"by {cfg.advantage_estimator} (the outcome reward of each row)",
+    )
     r = as_float(fn, "rollout.rewards", value, allow_int=True)
-    check_same_shape(fn, "rollout.rewards", r, "the rows of rollout.mask", jax.ShapeDtypeStruct(keep.shape[:1], r.dtype))
+    check_same_shape(
+        fn,
+        "rollout.rewards",
+        r,
+        "the rows of rollout.mask",
+        jax.ShapeDtypeStruct(keep.shape[:1], r.dtype),
+    )
     if cfg.reward_post_process is not None:
         r = as_float(fn, "reward_post_process(rollout.rewards)", cfg.reward_post_process(r))
-        check_same_shape(fn, "reward_post_process(rollout.rewards)", r, "rollout.rewards", keep[:, 0])
+        check_same_shape(
+            fn, "reward_post_process(rollout.rewards)", r, "rollout.rewards", keep[:, 0]
+        )
     return r
 
 
 def _is_on(cfg, name: str, present: bool) -> bool:
     """Whether a term that needs an input of its own (a field's `switch`) is computed: when the input is `present`.
 
-    Without it, a host coefficient other than 0 still says on, so that the caller's check of the input
-    raises the `ValueError` naming it; a host 0, None or a JAX scalar (never read) says off.
+    Without it, a host coefficient other than 0 still says on, so that the caller's check of the
+    input raises the `ValueError` naming it; a host 0, None or a JAX scalar (never read) says off.
     """
     if present:
         return True
@@ -71,16 +86,23 @@ def _is_on(cfg, name: str, present: bool) -> bool:
 
 
 def _correction(cfg):
-    "The keyword arguments of `dew_rl.rollout_correction` this config asks for (tis_cap as its token case), or None."
+    """The keyword arguments of `dew_rl.rollout_correction` this config asks for (tis_cap as its
+    token case), or None."""
     if cfg.tis_cap is not None:
-        return dict(rollout_is="token", rollout_is_threshold=cfg.tis_cap, rollout_is_mode="truncate")
+        return dict(
+            rollout_is="token", rollout_is_threshold=cfg.tis_cap, rollout_is_mode="truncate"
+        )
     if cfg.rollout_is is None and cfg.rollout_rs is None:
         return None
     kw = {}
     if cfg.rollout_is is not None:
-        kw.update(rollout_is=cfg.rollout_is, rollout_is_threshold=cfg.rollout_is_threshold,
-                  rollout_is_threshold_lower=cfg.rollout_is_threshold_lower, rollout_is_mode=cfg.rollout_is_mode,
-                  rollout_is_batch_normalize=cfg.rollout_is_batch_normalize)
+        kw.update(
+            rollout_is=cfg.rollout_is,
+            rollout_is_threshold=cfg.rollout_is_threshold,
+            rollout_is_threshold_lower=cfg.rollout_is_threshold_lower,
+            rollout_is_mode=cfg.rollout_is_mode,
+            rollout_is_batch_normalize=cfg.rollout_is_batch_normalize,
+        )
     if cfg.rollout_rs is not None:
         kw.update(rollout_rs=cfg.rollout_rs, rollout_rs_threshold=cfg.rollout_rs_threshold,
                   rollout_rs_threshold_lower=cfg.rollout_rs_threshold_lower)
@@ -92,7 +114,8 @@ def _sg(tree):
 
 
 def _out_of_range(keep, *log_ratios):
-    "Kept tokens where any of the log ratios is beyond the clamp or not finite (a log-prob of -inf, a NaN)."
+    """Kept tokens where any of the log ratios is beyond the clamp or not finite (a log-prob of
+    -inf, a NaN)."""
     bad = jnp.zeros(keep.shape, bool)
     for x in log_ratios:
         bad = bad | ~(jnp.abs(x) <= LOG_RATIO_CLAMP)
@@ -100,13 +123,15 @@ def _out_of_range(keep, *log_ratios):
 
 # %% ../../nbs/04f_pieces.ipynb #bc7dcdc4
 class Piece(NamedTuple):
-    """One step of a stage, in a declared order: when it runs, what it does, the inputs it reads, the metrics it adds.
+    """One step of a stage, in a declared order.
+
+    When it runs, what it does, the inputs it reads, the metrics it adds.
 
     `on(s)` decides at trace time (from the configuration and which inputs were passed, never from a
-    value); `apply(s)` reads and updates the stage's state `s` (the masked inputs, the per-token terms,
-    the running total, the metrics). `advantages` runs `ADVANTAGE_PIECES` after the estimator's own
-    stage; `loss` runs `LOSS_PIECES` after the loss mode's per-token terms. `describe(config)` lists the
-    pieces a configuration runs.
+    value); `apply(s)` reads and updates the stage's state `s` (the masked inputs, the per-token
+    terms, the running total, the metrics). `advantages` runs `ADVANTAGE_PIECES` after the
+    estimator's own stage; `loss` runs `LOSS_PIECES` after the loss mode's per-token terms.
+    `describe(config)` lists the pieces a configuration runs.
     """
     name: str
     on: Callable
@@ -123,34 +148,50 @@ def _drop(s, kept):
     s.mask = jnp.where(s.keep, s.mask, jnp.zeros((), s.mask.dtype))
 
 # %% ../../nbs/04f_pieces.ipynb #7f206db1
-# ---- stage 1: after the estimator's raw advantages -------------------------------------------------------------------
+# ---- stage 1: after the estimator's raw advantages
+# -------------------------------------------------------------------
 def _kept_rows(s):
     s.keep = s.keep & s.out.kept_rows[:, None]
     s.mask = jnp.where(s.out.kept_rows[:, None], s.mask, jnp.zeros((), s.mask.dtype))
 
 
 def _batch_correction(s):
-    why = "by the rollout correction (rollout_is, rollout_rs or tis_cap): the trainer's and the sampler's log-probs"
+    why = (
+        "by the rollout correction (rollout_is, rollout_rs or tis_cap): the trainer's and the"
+        " sampler's log-probs"
+    )
     old = _token_field(s.fn, s.rollout, "old_log_probs", s.keep, why)
     beh = _token_field(s.fn, s.rollout, "behavior_log_probs", s.keep, why)
-    s.is_weights, kept_tokens, found = rollout_correction(old, beh, s.keep, axis_name=s.axis_name, **_correction(s.cfg))
-    if s.cfg.rollout_rs is not None:  # rejected tokens leave the mask: loss_counts of the result excludes them
+    s.is_weights, kept_tokens, found = rollout_correction(
+        old, beh, s.keep, axis_name=s.axis_name, **_correction(s.cfg)
+    )
+    # rejected tokens leave the mask: loss_counts of the result excludes them
+    if s.cfg.rollout_rs is not None:
         _drop(s, kept_tokens != 0)
     s.metrics.update({f"rollout_corr/{k}": v for k, v in found.items()})
 
 
 def _m2po_mask(s):
-    why = "by m2_threshold (AReaL's M2PO compares the sampler with the proximal policy, old_log_probs)"
+    why = (
+        "by m2_threshold (AReaL's M2PO compares the sampler with the proximal policy,"
+        " old_log_probs)"
+    )
     old = _token_field(s.fn, s.rollout, "old_log_probs", s.keep, why)
     beh = _token_field(s.fn, s.rollout, "behavior_log_probs", s.keep, why)
     m2_keep = m2po_loss_mask(beh, old, s.keep, s.cfg.m2_threshold, axis_name=s.axis_name) != 0
-    s.metrics["rollout/m2po_masked_fraction"] = token_mean((s.keep & ~m2_keep).astype(jnp.float32), s.keep,
-                                                           axis_name=s.axis_name)
+    s.metrics["rollout/m2po_masked_fraction"] = token_mean(
+        (s.keep & ~m2_keep).astype(jnp.float32), s.keep, axis_name=s.axis_name
+    )
     _drop(s, m2_keep)
 
 
 def _custom_advantage(s):
-    s.raw = _select(s.fn, "custom_advantage(rollout, axis_name)", s.cfg.custom_advantage(s.rollout, s.axis_name), s.keep)
+    s.raw = _select(
+        s.fn,
+        "custom_advantage(rollout, axis_name)",
+        s.cfg.custom_advantage(s.rollout, s.axis_name),
+        s.keep,
+    )
 
 
 def _moments(s):
@@ -173,58 +214,113 @@ def _distillation(s):
 
 
 ADVANTAGE_PIECES = (
-    Piece("kept_rows", lambda s: s.out.kept_rows is not None if s.out is not None else
-          bool("dynamic_sampling" in s.reads and s.cfg.dynamic_sampling), _kept_rows,
-          doc="rows the estimator's stage drops (DAPO's tied groups) leave the mask and every moment"),
-    Piece("rollout_correction", lambda s: not s.cfg.bypass_mode and _correction(s.cfg) is not None, _batch_correction,
-          ("rollout.old_log_probs", "rollout.behavior_log_probs"), ("rollout_corr/*",),
-          "importance weights of the trainer's old policy against the sampler over the whole batch (used by `loss`); "
-          "rejected tokens leave the mask"),
-    Piece("m2po_mask", lambda s: s.cfg.m2_threshold is not None, _m2po_mask,
-          ("rollout.old_log_probs", "rollout.behavior_log_probs"), ("rollout/m2po_masked_fraction",),
-          "AReaL's M2PO: the tokens of largest (behaviour - proximal)^2 leave the mask"),
-    Piece("custom_advantage", lambda s: s.cfg.custom_advantage is not None, _custom_advantage,
-          doc="the caller's raw advantages replace the estimator's"),
-    Piece("moments", lambda s: True, _moments, (), ("rollout/advantages_raw_mean", "rollout/advantages_raw_std"),
-          "the raw advantages' mean and std over every kept token of every shard"),
-    Piece("normalise", lambda s: s.rec.advantage.normalise is not None, _normalise,
-          doc="the estimator's normalisation over the global batch"),
-    Piece("distillation", lambda s: "opd_kl_coef" in s.reads
-          and _is_on(s.cfg, "opd_kl_coef", s.present("rollout.teacher_log_probs")), _distillation,
-          ("rollout.old_log_probs", "rollout.teacher_log_probs"), ("rollout/opd_reverse_kl",),
-          "on-policy distillation on top: A - opd_kl_coef * sg(old - teacher), after the normalisation (slime)",
-          "rollout.teacher_log_probs"),
+    Piece(
+        "kept_rows",
+        lambda s: (
+            s.out.kept_rows is not None
+            if s.out is not None
+            else bool("dynamic_sampling" in s.reads and s.cfg.dynamic_sampling)
+        ),
+        _kept_rows,
+        doc="rows the estimator's stage drops (DAPO's tied groups) leave the mask and every moment",
+    ),
+    Piece(
+        "rollout_correction",
+        lambda s: not s.cfg.bypass_mode and _correction(s.cfg) is not None,
+        _batch_correction,
+        ("rollout.old_log_probs", "rollout.behavior_log_probs"),
+        ("rollout_corr/*",),
+        "importance weights of the trainer's old policy against the sampler over the whole batch"
+        " (used by `loss`); rejected tokens leave the mask",
+    ),
+    Piece(
+        "m2po_mask",
+        lambda s: s.cfg.m2_threshold is not None,
+        _m2po_mask,
+        ("rollout.old_log_probs", "rollout.behavior_log_probs"),
+        ("rollout/m2po_masked_fraction",),
+        "AReaL's M2PO: the tokens of largest (behaviour - proximal)^2 leave the mask",
+    ),
+    Piece(
+        "custom_advantage",
+        lambda s: s.cfg.custom_advantage is not None,
+        _custom_advantage,
+        doc="the caller's raw advantages replace the estimator's",
+    ),
+    Piece(
+        "moments",
+        lambda s: True,
+        _moments,
+        (),
+        ("rollout/advantages_raw_mean", "rollout/advantages_raw_std"),
+        "the raw advantages' mean and std over every kept token of every shard",
+    ),
+    Piece(
+        "normalise",
+        lambda s: s.rec.advantage.normalise is not None,
+        _normalise,
+        doc="the estimator's normalisation over the global batch",
+    ),
+    Piece(
+        "distillation",
+        lambda s: "opd_kl_coef" in s.reads
+        and _is_on(s.cfg, "opd_kl_coef", s.present("rollout.teacher_log_probs")),
+        _distillation,
+        ("rollout.old_log_probs", "rollout.teacher_log_probs"),
+        ("rollout/opd_reverse_kl",),
+        "on-policy distillation on top: A - opd_kl_coef * sg(old - teacher), after the"
+        " normalisation (slime)",
+        "rollout.teacher_log_probs",
+    ),
 )
 
 # %% ../../nbs/04f_pieces.ipynb #b912768f
-# ---- stage 2: after the loss mode's per-token terms ------------------------------------------------------------------
+# ---- stage 2: after the loss mode's per-token terms
+# ------------------------------------------------------------------
 def _sample_weights(s):
     sw = as_float(s.fn, "rollout.sample_weights", s.rollout.sample_weights)
     check_same_shape(s.fn, "rollout.sample_weights", sw, "the rows of rollout.mask", s.keep[:, 0])
-    w_row = jnp.where(s.keep, jax.lax.stop_gradient(sw)[:, None], 0).astype(s.terms.dtype)   # select, then multiply
+    # select, then multiply
+    w_row = jnp.where(s.keep, jax.lax.stop_gradient(sw)[:, None], 0).astype(s.terms.dtype)
     s.terms = s.terms * w_row
 
 
 def _decoupled_weights(s):
-    w = _token_field(s.fn, s.rollout, "rollout_is_weights", s.keep, "by the rollout correction (call advantages("
-                     "config, rollout) first: it computes the weights over the whole batch)")
+    w = _token_field(
+        s.fn,
+        s.rollout,
+        "rollout_is_weights",
+        s.keep,
+        "by the rollout correction (call advantages("
+        "config, rollout) first: it computes the weights over the whole batch)",
+    )
     s.terms = s.terms * jax.lax.stop_gradient(w).astype(s.terms.dtype)
 
 
 def _bypass_correction(s):
-    w, kept_tokens, _ = rollout_correction(jax.lax.stop_gradient(s.lp), s.old, s.keep, axis_name=s.axis_name,
-                                           **_correction(s.cfg))
+    w, kept_tokens, _ = rollout_correction(
+        jax.lax.stop_gradient(s.lp), s.old, s.keep, axis_name=s.axis_name, **_correction(s.cfg)
+    )
     if w is not None:
         s.terms = s.terms * w.astype(s.terms.dtype)
     if s.cfg.rollout_rs is not None:
         s.terms = jnp.where(kept_tokens != 0, s.terms, 0)
-        s.extra["train/rollout_rs_masked_fraction"] = s.agg((s.keep & (kept_tokens == 0)).astype(s.ct))
+        s.extra["train/rollout_rs_masked_fraction"] = s.agg(
+            (s.keep & (kept_tokens == 0)).astype(s.ct)
+        )
 
 
 def _opsm(s):
-    beh = _token_field(s.fn, s.rollout, "behavior_log_probs", s.keep, "by off_policy_mask_threshold (OPSM compares "
-                       "the current policy with the sampler)")
-    kept_rows, found = opsm_mask(s.lp, beh, s.adv, s.keep, s.cfg.off_policy_mask_threshold, axis_name=s.axis_name)
+    beh = _token_field(
+        s.fn,
+        s.rollout,
+        "behavior_log_probs",
+        s.keep,
+        "by off_policy_mask_threshold (OPSM compares the current policy with the sampler)",
+    )
+    kept_rows, found = opsm_mask(
+        s.lp, beh, s.adv, s.keep, s.cfg.off_policy_mask_threshold, axis_name=s.axis_name
+    )
     s.terms = jnp.where(kept_rows != 0, s.terms, 0)
     s.extra.update({f"train/{k}": v for k, v in found.items()})
 
@@ -234,9 +330,18 @@ def _sampler_ratio(s):
 
 
 def _top_entropy(s):
-    check_present(s.fn, "entropy", s.entropy, "when top_entropy_quantile < 1 (the mask ranks the tokens' entropy)")
-    s.top, threshold = top_entropy_mask(jax.lax.stop_gradient(_select(s.fn, "entropy", s.entropy, s.keep)), s.keep,
-                                        s.cfg.top_entropy_quantile, axis_name=s.axis_name)
+    check_present(
+        s.fn,
+        "entropy",
+        s.entropy,
+        "when top_entropy_quantile < 1 (the mask ranks the tokens' entropy)",
+    )
+    s.top, threshold = top_entropy_mask(
+        jax.lax.stop_gradient(_select(s.fn, "entropy", s.entropy, s.keep)),
+        s.keep,
+        s.cfg.top_entropy_quantile,
+        axis_name=s.axis_name,
+    )
     s.terms = jnp.where(s.top, s.terms, 0)
     s.extra["train/entropy_threshold"] = threshold
     s.extra["train/top_entropy_frac"] = s.agg(s.top.astype(s.ct))
@@ -254,8 +359,13 @@ def _policy_loss(s):
 
 def _kl_loss(s):
     cfg = s.cfg
-    ref = _token_field(s.fn, s.rollout, "ref_log_probs", s.keep, f"by use_kl_loss=True ({cfg.kl_loss_type} to the "
-                       "reference)")
+    ref = _token_field(
+        s.fn,
+        s.rollout,
+        "ref_log_probs",
+        s.keep,
+        f"by use_kl_loss=True ({cfg.kl_loss_type} to the reference)",
+    )
     if cfg.use_bias_correction_kl:   # r * kX, the gradient through r: unbiased off-policy
         kl = s.agg(importance_weighted_kl(s.lp, s.old, ref, s.keep, cfg.kl_loss_type))
     else:
@@ -273,22 +383,28 @@ def _clamp_metric(s):
 def _positive_nll(s):
     r = _rewards_of(s.fn, s.cfg, s.rollout, s.keep)
     nll_terms, nll_ind = positive_example_nll_terms(s.lp, s.keep, r)
-    nll = token_mean(nll_terms, nll_ind["positive"], axis_name=s.axis_name)   # 0 when no row is rewarded
+    # 0 when no row is rewarded
+    nll = token_mean(nll_terms, nll_ind["positive"], axis_name=s.axis_name)
     s.total = s.total + s.cfg.positive_example_nll_weight * nll
     s.metrics["train/positive_nll"] = nll
 
 
 def _entropy_bonus(s):
     h_tok = _select(s.fn, "entropy", s.entropy, s.keep)
-    h = s.agg(h_tok if s.top is None else jnp.where(s.top, h_tok, 0))   # TRL: the bonus takes the same mask
+    # TRL: the bonus takes the same mask
+    h = s.agg(h_tok if s.top is None else jnp.where(s.top, h_tok, 0))
     s.total = s.total - s.cfg.entropy_coeff * h
     s.metrics["train/entropy"] = h
 
 
 def _value_loss(s):
     v = _select(s.fn, "values", s.values, s.keep)
-    target = _token_field(s.fn, s.rollout, "returns", s.keep, f"by {s.rec.name} (the value targets from advantages)")
-    v_old = _token_field(s.fn, s.rollout, "old_values", s.keep, f"by {s.rec.name} (the value clip's centre)")
+    target = _token_field(
+        s.fn, s.rollout, "returns", s.keep, f"by {s.rec.name} (the value targets from advantages)"
+    )
+    v_old = _token_field(
+        s.fn, s.rollout, "old_values", s.keep, f"by {s.rec.name} (the value clip's centre)"
+    )
     vterms = clipped_value_loss_terms(v, target, v_old, clip=s.cfg.cliprange_value)
     unclipped = clipped_value_loss_terms(v, target, v_old, clip=None)
     vf = s.agg(vterms)
@@ -299,39 +415,113 @@ def _value_loss(s):
 
 def _weights_on(s):
     c = s.cfg
-    return (c.rollout_is is not None or c.tis_cap is not None or c.off_policy_mask_threshold is not None) \
-        and not c.bypass_mode
+    return (
+        c.rollout_is is not None or c.tis_cap is not None or c.off_policy_mask_threshold is not None
+    ) and not c.bypass_mode
 
 
 LOSS_PIECES = (
-    Piece("sample_weights", lambda s: s.present("rollout.sample_weights"), _sample_weights, ("rollout.sample_weights",),
-          doc="ROLL's per-sample weights multiply each row's policy terms", switch="rollout.sample_weights"),
-    Piece("decoupled_importance_weights", lambda s: not s.cfg.bypass_mode and s.cfg.tis_cap is not None
-          or not s.cfg.bypass_mode and s.cfg.rollout_is is not None, _decoupled_weights, ("rollout.rollout_is_weights",),
-          doc="the rollout correction's weights from `advantages` multiply the policy terms"),
-    Piece("bypass_correction", lambda s: s.cfg.bypass_mode and _correction(s.cfg) is not None, _bypass_correction,
-          ("rollout.behavior_log_probs",), ("train/rollout_rs_masked_fraction",),
-          "bypass mode: weights and rejection of the current policy against the sampler, in this micro-batch"),
-    Piece("opsm", lambda s: s.cfg.off_policy_mask_threshold is not None, _opsm, ("rollout.behavior_log_probs",),
-          ("train/opsm_*",), "OPSM: rows with A < 0 whose policy drifted too far from the sampler leave the loss"),
-    Piece("sampler_log_ratio", lambda s: _weights_on(s) and s.present("rollout.behavior_log_probs"), _sampler_ratio,
-          ("rollout.behavior_log_probs",), doc="the old-to-sampler log ratio joins the clamp diagnostic",
-          switch="rollout.behavior_log_probs"),
-    Piece("top_entropy", lambda s: not _host_value(s.cfg.top_entropy_quantile, 1.0), _top_entropy, ("entropy",),
-          ("train/entropy_threshold", "train/top_entropy_frac"),
-          "the 80/20 rule: only the tokens at or above the entropy quantile keep their policy terms"),
-    Piece("policy_loss", lambda s: True, _policy_loss, (), ("train/pg_loss", "train/pg_clipfrac", "train/ppo_kl"),
-          "the policy terms aggregated by loss_agg_mode, and the loss mode's indicator metrics"),
-    Piece("kl_loss", lambda s: s.cfg.use_kl_loss, _kl_loss, ("rollout.ref_log_probs",), ("train/kl_loss",),
-          "+ kl_loss_coef * the aggregated KL to the reference (importance-weighted with use_bias_correction_kl)"),
-    Piece("log_ratio_clampfrac", lambda s: True, _clamp_metric, (), ("train/log_ratio_clampfrac",),
-          "the fraction of kept tokens whose log ratios leave the clamp or are not finite"),
-    Piece("positive_example_nll", lambda s: s.cfg.positive_example_nll_weight is not None, _positive_nll,
-          ("rollout.rewards",), ("train/positive_nll",), "+ w * the NLL of the rewarded rows (VAPO, NeMo-RL)"),
-    Piece("entropy_bonus", lambda s: s.present("entropy"), _entropy_bonus, ("entropy",), ("train/entropy",),
-          "- entropy_coeff * the aggregated entropy (under the top-entropy mask, if any)", "entropy"),
-    Piece("value_loss", lambda s: s.rec.value, _value_loss, ("values", "rollout.returns", "rollout.old_values"),
-          ("train/vf_loss", "train/vf_clipfrac"), "+ vf_coef * the clipped value loss (PPO's critic)"),
+    Piece(
+        "sample_weights",
+        lambda s: s.present("rollout.sample_weights"),
+        _sample_weights,
+        ("rollout.sample_weights",),
+        doc="ROLL's per-sample weights multiply each row's policy terms",
+        switch="rollout.sample_weights",
+    ),
+    Piece(
+        "decoupled_importance_weights",
+        lambda s: not s.cfg.bypass_mode
+        and s.cfg.tis_cap is not None
+        or not s.cfg.bypass_mode
+        and s.cfg.rollout_is is not None,
+        _decoupled_weights,
+        ("rollout.rollout_is_weights",),
+        doc="the rollout correction's weights from `advantages` multiply the policy terms",
+    ),
+    Piece(
+        "bypass_correction",
+        lambda s: s.cfg.bypass_mode and _correction(s.cfg) is not None,
+        _bypass_correction,
+        ("rollout.behavior_log_probs",),
+        ("train/rollout_rs_masked_fraction",),
+        "bypass mode: weights and rejection of the current policy against the sampler, in this"
+        " micro-batch",
+    ),
+    Piece(
+        "opsm",
+        lambda s: s.cfg.off_policy_mask_threshold is not None,
+        _opsm,
+        ("rollout.behavior_log_probs",),
+        ("train/opsm_*",),
+        "OPSM: rows with A < 0 whose policy drifted too far from the sampler leave the loss",
+    ),
+    Piece(
+        "sampler_log_ratio",
+        lambda s: _weights_on(s) and s.present("rollout.behavior_log_probs"),
+        _sampler_ratio,
+        ("rollout.behavior_log_probs",),
+        doc="the old-to-sampler log ratio joins the clamp diagnostic",
+        switch="rollout.behavior_log_probs",
+    ),
+    Piece(
+        "top_entropy",
+        lambda s: not _host_value(s.cfg.top_entropy_quantile, 1.0),
+        _top_entropy,
+        ("entropy",),
+        ("train/entropy_threshold", "train/top_entropy_frac"),
+        "the 80/20 rule: only the tokens at or above the entropy quantile keep their policy terms",
+    ),
+    Piece(
+        "policy_loss",
+        lambda s: True,
+        _policy_loss,
+        (),
+        ("train/pg_loss", "train/pg_clipfrac", "train/ppo_kl"),
+        "the policy terms aggregated by loss_agg_mode, and the loss mode's indicator metrics",
+    ),
+    Piece(
+        "kl_loss",
+        lambda s: s.cfg.use_kl_loss,
+        _kl_loss,
+        ("rollout.ref_log_probs",),
+        ("train/kl_loss",),
+        "+ kl_loss_coef * the aggregated KL to the reference (importance-weighted with"
+        " use_bias_correction_kl)",
+    ),
+    Piece(
+        "log_ratio_clampfrac",
+        lambda s: True,
+        _clamp_metric,
+        (),
+        ("train/log_ratio_clampfrac",),
+        "the fraction of kept tokens whose log ratios leave the clamp or are not finite",
+    ),
+    Piece(
+        "positive_example_nll",
+        lambda s: s.cfg.positive_example_nll_weight is not None,
+        _positive_nll,
+        ("rollout.rewards",),
+        ("train/positive_nll",),
+        "+ w * the NLL of the rewarded rows (VAPO, NeMo-RL)",
+    ),
+    Piece(
+        "entropy_bonus",
+        lambda s: s.present("entropy"),
+        _entropy_bonus,
+        ("entropy",),
+        ("train/entropy",),
+        "- entropy_coeff * the aggregated entropy (under the top-entropy mask, if any)",
+        "entropy",
+    ),
+    Piece(
+        "value_loss",
+        lambda s: s.rec.value,
+        _value_loss,
+        ("values", "rollout.returns", "rollout.old_values"),
+        ("train/vf_loss", "train/vf_clipfrac"),
+        "+ vf_coef * the clipped value loss (PPO's critic)",
+    ),
 )
 
 # %% ../../nbs/04f_pieces.ipynb #9d75ab41
@@ -350,17 +540,14 @@ class Step(NamedTuple):
     reads: tuple     # the Rollout fields and arguments it reads
     metrics: tuple   # the metrics it adds
     when: str = ""   # the input that turns it on, if any: "when entropy is passed"
-    fields: tuple = ()   # the config fields it reads (for a piece: those whose record names it as owner)
-
-
-def _owned(owner: str) -> tuple:
-    "The built-in fields whose record names `owner` (e.g. 'piece kl_loss', 'loss_mode sapo') among its owners."
-    return tuple(n for n, f in FIELDS.items()
-                 if any(o.strip() == owner or o.strip().startswith(owner + " ") for o in f.owner.split(";")))
+    # the config fields it reads (for a piece: those whose record names it as owner)
+    fields: tuple = ()
 
 
 def describe(config) -> tuple:
-    """What a configuration computes, in order: its estimator's stage, the pieces of `advantages`, its loss mode and the pieces of `loss`.
+    """What a configuration computes, in order.
+
+    Its estimator's stage, the pieces of `advantages`, its loss mode and the pieces of `loss`.
 
     Parameters
     ----------
@@ -370,24 +557,76 @@ def describe(config) -> tuple:
     Returns
     -------
     tuple of Step
-        one per step the configuration runs; a piece that an input turns on (`entropy`, the rollout's
-        `sample_weights`, `teacher_log_probs`) is listed with `when` naming that input
+        one per step the configuration runs; a piece that an input turns on (`entropy`, the
+        rollout's `sample_weights`, `teacher_log_probs`) is listed with `when` naming that input
     """
     if type(config).__name__ != "ObjectiveConfig":
-        raise ValueError(f"describe: `config` must be an ObjectiveConfig; got {type(config).__name__}")
+        raise ValueError(
+            f"describe: `config` must be an ObjectiveConfig; got {type(config).__name__}"
+        )
     rec = _ESTIMATORS[config.advantage_estimator]
     if rec.advantage is None:
-        return (Step("preference_loss", rec.name, rec.summary, ("policy_chosen", "policy_rejected", "pairs"),
-                     ("train/loss", "train/reward_margin", "train/reward_accuracy", "train/empty_pairs")),)
-    st = types.SimpleNamespace(cfg=config, rec=rec, reads=_reads(config), out=None, present=lambda name: True)
+        return (
+            Step(
+                "preference_loss",
+                rec.name,
+                rec.summary,
+                ("policy_chosen", "policy_rejected", "pairs"),
+                ("train/loss", "train/reward_margin", "train/reward_accuracy", "train/empty_pairs"),
+            ),
+        )
+    st = types.SimpleNamespace(
+        cfg=config, rec=rec, reads=_reads(config), out=None, present=lambda name: True
+    )
 
     def steps(stage, pieces):
-        return [Step(stage, p.name, p.doc, p.reads, p.metrics, f"when {p.switch} is passed" if p.switch else "",
-                     tuple(n for n in _owned(f"piece {p.name}") if n in st.reads)) for p in pieces if p.on(st)]
+        return [
+            Step(
+                stage,
+                p.name,
+                p.doc,
+                p.reads,
+                p.metrics,
+                f"when {p.switch} is passed" if p.switch else "",
+                tuple(n for n in _owned(f"piece {p.name}") if n in st.reads),
+            )
+            for p in pieces
+            if p.on(st)
+        ]
     policy = _LOSS_MODES[config.loss_mode]
-    return tuple([Step("advantages", rec.name, rec.summary, tuple(f"rollout.{n}" for n in rec.advantage.needs),
-                       rec.advantage.metrics, "", tuple(n for n in rec.advantage.reads if n in st.reads))]
-                 + steps("advantages", ADVANTAGE_PIECES)
-                 + [Step("loss", f"loss_mode={config.loss_mode!r}", policy.source, ("log_probs", "rollout.old_log_probs",
-                         "rollout.advantages"), tuple(policy.metrics.values()), "", tuple(policy.reads))]
-                 + steps("loss", LOSS_PIECES))
+    return tuple(
+        [
+            Step(
+                "advantages",
+                rec.name,
+                rec.summary,
+                tuple(f"rollout.{n}" for n in rec.advantage.needs),
+                rec.advantage.metrics,
+                "",
+                tuple(n for n in rec.advantage.reads if n in st.reads),
+            )
+        ]
+        + steps("advantages", ADVANTAGE_PIECES)
+        + [
+            Step(
+                "loss",
+                f"loss_mode={config.loss_mode!r}",
+                policy.source,
+                ("log_probs", "rollout.old_log_probs", "rollout.advantages"),
+                tuple(policy.metrics.values()),
+                "",
+                tuple(policy.reads),
+            )
+        ]
+        + steps("loss", LOSS_PIECES)
+    )
+
+
+def _owned(owner: str) -> tuple:
+    """The built-in fields whose record names `owner` (e.g. 'piece kl_loss', 'loss_mode sapo') among
+    its owners."""
+    return tuple(
+        n
+        for n, f in FIELDS.items()
+        if any(o.strip() == owner or o.strip().startswith(owner + " ") for o in f.owner.split(";"))
+    )

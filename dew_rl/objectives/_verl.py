@@ -15,66 +15,178 @@ _RK = "reward.reward_kwargs."
 
 # verl's defaults at the pin (the trainer YAML's): what an option left out of the config holds
 VERL_DEFAULTS = {
-    _A + "adv_estimator": "gae", _A + "gamma": 1.0, _A + "lam": 1.0, _A + "norm_adv_by_std_in_grpo": True,
-    _A + "use_kl_in_reward": False, _A + "kl_penalty": "kl", _A + "kl_ctrl.type": "fixed",
-    _A + "kl_ctrl.kl_coef": 0.001, _A + "kl_ctrl.horizon": 10000, _A + "kl_ctrl.target_kl": 0.1,
-    _A + "use_pf_ppo": False, _A + "pf_ppo": None, _A + "filter_groups.enable": False,
-    _A + "filter_groups.metric": None, _A + "filter_groups.max_num_gen_batches": 0,
-    _A + "filter_groups.max_inflight_gen_batches": 1, _A + "gdpo_reward_keys": None, _A + "gdpo_reward_weights": None,
-    _RC + "rollout_is": None, _RC + "rollout_is_threshold": 2.0, _RC + "rollout_is_batch_normalize": False,
-    _RC + "rollout_rs": None, _RC + "rollout_rs_threshold": None, _RC + "bypass_mode": False,
+    _A + "adv_estimator": "gae",
+    _A + "gamma": 1.0,
+    _A + "lam": 1.0,
+    _A + "norm_adv_by_std_in_grpo": True,
+    _A + "use_kl_in_reward": False,
+    _A + "kl_penalty": "kl",
+    _A + "kl_ctrl.type": "fixed",
+    _A + "kl_ctrl.kl_coef": 0.001,
+    _A + "kl_ctrl.horizon": 10000,
+    _A + "kl_ctrl.target_kl": 0.1,
+    _A + "use_pf_ppo": False,
+    _A + "pf_ppo": None,
+    _A + "filter_groups.enable": False,
+    _A + "filter_groups.metric": None,
+    _A + "filter_groups.max_num_gen_batches": 0,
+    _A + "filter_groups.max_inflight_gen_batches": 1,
+    _A + "gdpo_reward_keys": None,
+    _A + "gdpo_reward_weights": None,
+    _RC + "rollout_is": None,
+    _RC + "rollout_is_threshold": 2.0,
+    _RC + "rollout_is_batch_normalize": False,
+    _RC + "rollout_rs": None,
+    _RC + "rollout_rs_threshold": None,
+    _RC + "bypass_mode": False,
     _RC + "loss_type": "ppo_clip",
-    _AC + "clip_ratio": 0.2, _AC + "clip_ratio_low": 0.2, _AC + "clip_ratio_high": 0.2, _AC + "clip_ratio_c": 3.0,
-    _AC + "loss_agg_mode": "token-mean", _AC + "loss_scale_factor": None, _AC + "entropy_coeff": 0.0,
-    _AC + "tau_pos": 1.0, _AC + "tau_neg": 1.05, _AC + "use_kl_loss": False, _AC + "kl_loss_coef": 0.001,
-    _AC + "kl_loss_type": "low_var_kl", _AC + "calculate_entropy": False, _AC + "calculate_sum_pi_squared": False,
+    _AC + "clip_ratio": 0.2,
+    _AC + "clip_ratio_low": 0.2,
+    _AC + "clip_ratio_high": 0.2,
+    _AC + "clip_ratio_c": 3.0,
+    _AC + "loss_agg_mode": "token-mean",
+    _AC + "loss_scale_factor": None,
+    _AC + "entropy_coeff": 0.0,
+    _AC + "tau_pos": 1.0,
+    _AC + "tau_neg": 1.05,
+    _AC + "use_kl_loss": False,
+    _AC + "kl_loss_coef": 0.001,
+    _AC + "kl_loss_type": "low_var_kl",
+    _AC + "calculate_entropy": False,
+    _AC + "calculate_sum_pi_squared": False,
     _AC + "use_rollout_log_probs": False,
-    _PL + "loss_mode": "vanilla", _PL + "clip_cov_ratio": 0.0002, _PL + "clip_cov_lb": 1.0, _PL + "clip_cov_ub": 5.0,
-    _PL + "kl_cov_ratio": 0.0002, _PL + "ppo_kl_coef": 0.1, _PL + "dro_beta": None,
-    "critic.cliprange_value": 0.5, "critic.loss_agg_mode": None,   # None: the actor's
+    _PL + "loss_mode": "vanilla",
+    _PL + "clip_cov_ratio": 0.0002,
+    _PL + "clip_cov_lb": 1.0,
+    _PL + "clip_cov_ub": 5.0,
+    _PL + "kl_cov_ratio": 0.0002,
+    _PL + "ppo_kl_coef": 0.1,
+    _PL + "dro_beta": None,
+    "critic.cliprange_value": 0.5,
+    "critic.loss_agg_mode": None,  # None: the actor's
     "actor_rollout_ref.rollout.n": 1,
-    _RK + _ROV + "enable": False, _RK + _ROV + "len": None, _RK + _ROV + "penalty_factor": 1.0, _RK + _ROV + "log": False,
+    _RK + _ROV + "enable": False,
+    _RK + _ROV + "len": None,
+    _RK + _ROV + "penalty_factor": 1.0,
+    _RK + _ROV + "log": False,
     _RK + "max_resp_len": None,
 }
 # the actor's fields that are no loss setting (batching, engines, optimiser, logging): ignored
-_ACTOR_IGNORED = {"strategy", "ppo_mini_batch_size", "ppo_micro_batch_size", "ppo_micro_batch_size_per_gpu",
-                  "ppo_infer_micro_batch_size_per_gpu", "use_dynamic_bsz", "ppo_max_token_len_per_gpu",
-                  "ppo_infer_max_token_len_per_gpu", "freeze_vision_tower", "use_prefix_grouper", "use_torch_compile",
-                  "ppo_epochs", "shuffle", "data_loader_seed", "use_fused_kernels", "rollout_n", "grad_clip",
-                  "ulysses_sequence_parallel_size", "entropy_from_logits_with_chunking",
-                  "entropy_from_logits_chunk_size", "entropy_checkpointing", "pad_to_length", "use_remove_padding"}
-_ACTOR_IGNORED_TREES = ("checkpoint.", "optim.", "profiler.", "engine.", "model_config.", "router_replay.",
-                        "global_batch_info.", "qat.", "fsdp_config.", "megatron.", "profile.", "veomni.", "torchtitan.",
-                        "policy_loss.rollout_correction.")   # verl copies the algorithm's rollout correction there
-_ESTIMATORS = {"gae": "ppo", "grpo": "grpo", "grpo_vectorized": "grpo", "rloo": "rloo", "rloo_vectorized": "rloo",
-               "remax": "remax", "opo": "opo", "grpo_passk": "grpo_passk", "gpg": "gpg",
-               "optimal_token_baseline": "optimal_token_baseline", "gdpo": "gdpo"}
+_ACTOR_IGNORED = {
+    "strategy",
+    "ppo_mini_batch_size",
+    "ppo_micro_batch_size",
+    "ppo_micro_batch_size_per_gpu",
+    "ppo_infer_micro_batch_size_per_gpu",
+    "use_dynamic_bsz",
+    "ppo_max_token_len_per_gpu",
+    "ppo_infer_max_token_len_per_gpu",
+    "freeze_vision_tower",
+    "use_prefix_grouper",
+    "use_torch_compile",
+    "ppo_epochs",
+    "shuffle",
+    "data_loader_seed",
+    "use_fused_kernels",
+    "rollout_n",
+    "grad_clip",
+    "ulysses_sequence_parallel_size",
+    "entropy_from_logits_with_chunking",
+    "entropy_from_logits_chunk_size",
+    "entropy_checkpointing",
+    "pad_to_length",
+    "use_remove_padding",
+}
+_ACTOR_IGNORED_TREES = (
+    "checkpoint.",
+    "optim.",
+    "profiler.",
+    "engine.",
+    "model_config.",
+    "router_replay.",
+    "global_batch_info.",
+    "qat.",
+    "fsdp_config.",
+    "megatron.",
+    "profile.",
+    "veomni.",
+    "torchtitan.",
+    # verl copies the algorithm's rollout correction there
+    "policy_loss.rollout_correction.",
+)
+_ESTIMATORS = {
+    "gae": "ppo",
+    "grpo": "grpo",
+    "grpo_vectorized": "grpo",
+    "rloo": "rloo",
+    "rloo_vectorized": "rloo",
+    "remax": "remax",
+    "opo": "opo",
+    "grpo_passk": "grpo_passk",
+    "gpg": "gpg",
+    "optimal_token_baseline": "optimal_token_baseline",
+    "gdpo": "gdpo",
+}
 _REFUSED_ESTIMATORS = {
-    "reinforce_plus_plus": "verl whitens with Bessel's variance and reduces with loss_agg_mode; dew_rl's "
-                           "reinforce_plus_plus follows the paper and OpenRLHF (population variance under a 1e-8 floor, "
-                           "a fixed seq-mean-token-mean), so no dew_rl config reproduces verl's",
-    "reinforce_plus_plus_baseline": "verl whitens with Bessel's variance and reduces with loss_agg_mode; dew_rl's "
-                                    "reinforce_plus_plus_baseline follows the paper and OpenRLHF (population variance "
-                                    "under a 1e-8 floor, a fixed seq-mean-token-mean)",
-    "tir_optimal_token_baseline": "the multi-turn optimal token baseline has no dew_rl counterpart "
-                                  "(obj.optimal_token_baseline is the single-turn one)"}
-_GRPO_STD = ("grpo", "grpo_vectorized", "grpo_passk", "gdpo")   # verl's estimators that read norm_adv_by_std_in_grpo
-_LOSS_MODES = {"vanilla": "vanilla", "dppo_tv": "dppo_tv", "dppo_kl": "dppo_kl", "gspo": "gspo", "sapo": "sapo",
-               "gpg": "reinforce", "clip_cov": "clip_cov", "kl_cov": "kl_cov", "geo_mean": "geo_mean", "dro": "dro",
-               "cispo": "cispo"}
-_SEQUENCE_MEAN = ("gspo", "sapo", "geo_mean")   # verl reduces these with seq-mean-token-mean whatever loss_agg_mode says
-_RS_OPTIONS = ("token_k1", "token_k2", "token_k3", "seq_sum_k1", "seq_sum_k2", "seq_sum_k3", "seq_mean_k1",
-               "seq_mean_k2", "seq_mean_k3", "seq_max_k2", "seq_max_k3")
+    "reinforce_plus_plus": (
+        "verl whitens with Bessel's variance and reduces with loss_agg_mode; dew_rl's"
+        " reinforce_plus_plus follows the paper and OpenRLHF (population variance under a 1e-8"
+        " floor, a fixed seq-mean-token-mean), so no dew_rl config reproduces verl's"
+    ),
+    "reinforce_plus_plus_baseline": (
+        "verl whitens with Bessel's variance and reduces with loss_agg_mode; dew_rl's "
+        "reinforce_plus_plus_baseline follows the paper and OpenRLHF (population variance "
+        "under a 1e-8 floor, a fixed seq-mean-token-mean)"
+    ),
+    "tir_optimal_token_baseline": (
+        "the multi-turn optimal token baseline has no dew_rl counterpart "
+        "(obj.optimal_token_baseline is the single-turn one)"
+    ),
+}
+# verl's estimators that read norm_adv_by_std_in_grpo
+_GRPO_STD = ("grpo", "grpo_vectorized", "grpo_passk", "gdpo")
+_LOSS_MODES = {
+    "vanilla": "vanilla",
+    "dppo_tv": "dppo_tv",
+    "dppo_kl": "dppo_kl",
+    "gspo": "gspo",
+    "sapo": "sapo",
+    "gpg": "reinforce",
+    "clip_cov": "clip_cov",
+    "kl_cov": "kl_cov",
+    "geo_mean": "geo_mean",
+    "dro": "dro",
+    "cispo": "cispo",
+}
+# verl reduces these with seq-mean-token-mean whatever loss_agg_mode says
+_SEQUENCE_MEAN = ("gspo", "sapo", "geo_mean")
+_RS_OPTIONS = (
+    "token_k1",
+    "token_k2",
+    "token_k3",
+    "seq_sum_k1",
+    "seq_sum_k2",
+    "seq_sum_k3",
+    "seq_mean_k1",
+    "seq_mean_k2",
+    "seq_mean_k3",
+    "seq_max_k2",
+    "seq_max_k3",
+)
 
 
 def _flatten(config, prefix=""):
     "A verl config (nested dicts, dotted keys, or both) as {dotted key: value}."
     if not isinstance(config, dict):
-        raise ValueError(f"from_verl: `config` must be a dict (nested or with dotted keys); got {type(config).__name__}")
+        raise ValueError(
+            "from_verl: `config` must be a dict (nested or with dotted keys); got"
+            f" {type(config).__name__}"
+        )
     flat = {}
     for key, value in config.items():
         key = prefix + str(key)
-        if key.startswith("actor."):                      # the short form of actor_rollout_ref.actor
+        # the short form of actor_rollout_ref.actor
+        if key.startswith("actor."):
             key = "actor_rollout_ref." + key
         if isinstance(value, dict) and key != _A + "pf_ppo":
             flat.update(_flatten(value, key + "."))
@@ -88,21 +200,27 @@ def _refuse(option, value, why):
 
 
 def _known(key, value):
-    "True for a key from_verl reads; False for one it ignores (no loss setting); raises for an unknown loss key."
+    """True for a key from_verl reads; False for one it ignores (no loss setting); raises for an
+    unknown loss key."""
     if key in VERL_DEFAULTS:
         return True
     if key.startswith(_AC):
         rest = key[len(_AC):]
         if rest in _ACTOR_IGNORED or rest.startswith(_ACTOR_IGNORED_TREES):
             return False
-        _refuse(key, value, f"not a loss option of verl's actor at {VERL_REVISION}, nor one from_verl ignores")
+        _refuse(
+            key,
+            value,
+            f"not a loss option of verl's actor at {VERL_REVISION}, nor one from_verl ignores",
+        )
     if key.startswith(_A):
         _refuse(key, value, f"not an option of verl's algorithm config at {VERL_REVISION}")
     return False
 
 
 def _float_spec(option, spec):
-    "verl's threshold specification: a number, a float-like string, or a 'lower_upper' string -> (lower or None, upper)."
+    """verl's threshold specification: a number, a float-like string, or a 'lower_upper' string ->
+    (lower or None, upper)."""
     if isinstance(spec, bool) or not isinstance(spec, (int, float, str)):
         _refuse(option, spec, "a threshold is a number or a string ('2.0', or 'lower_upper')")
     try:
@@ -115,7 +233,8 @@ def _float_spec(option, spec):
 
 
 def _rejection(v):
-    "verl's rollout_rs and rollout_rs_threshold as dew_rl's (options, upper thresholds, lower thresholds)."
+    """verl's rollout_rs and rollout_rs_threshold as dew_rl's (options, upper thresholds, lower
+    thresholds)."""
     opt, thr_opt = _RC + "rollout_rs", _RC + "rollout_rs_threshold"
     options = list(dict.fromkeys(s.strip() for s in str(v[opt]).split(",") if s.strip()))
     for o in options:
@@ -124,7 +243,9 @@ def _rejection(v):
     spec = v[thr_opt]
     if spec is None:
         _refuse(thr_opt, spec, "verl requires a threshold for every rollout_rs option")
-    specs = [spec] if not isinstance(spec, str) else [s.strip() for s in spec.split(",") if s.strip()]
+    specs = (
+        [spec] if not isinstance(spec, str) else [s.strip() for s in spec.split(",") if s.strip()]
+    )
     if len(specs) not in (1, len(options)):
         _refuse(thr_opt, spec, f"one threshold for all options or one per option ({len(options)})")
     specs = specs * len(options) if len(specs) == 1 else specs
@@ -132,12 +253,17 @@ def _rejection(v):
     for o, s in zip(options, specs):
         lo, hi = _float_spec(thr_opt, s)
         if o.endswith("k1"):
-            lo = 1.0 / hi if lo is None else lo          # a single ratio bound u means [1/u, u], as verl infers it
+            # a single ratio bound u means [1/u, u], as verl infers it
+            lo = 1.0 / hi if lo is None else lo
         elif lo is not None:
             _refuse(thr_opt, spec, f"{o} takes an upper bound only")
         uppers.append(hi), lowers.append(lo)
     one = len(options) == 1
-    return ",".join(options), (uppers[0] if one else tuple(uppers)), (lowers[0] if one else tuple(lowers))
+    return (
+        ",".join(options),
+        (uppers[0] if one else tuple(uppers)),
+        (lowers[0] if one else tuple(lowers)),
+    )
 
 
 def from_verl(config: dict):
@@ -146,24 +272,28 @@ def from_verl(config: dict):
     Parameters
     ----------
     config
-        dict: a verl config as nested dicts (`{"algorithm": {...}, "actor_rollout_ref": {"actor": {...}}}`),
-        as dotted keys (`{"algorithm.adv_estimator": "grpo", "actor_rollout_ref.actor.clip_ratio_high": 0.28}`),
-        or both; `actor.` is accepted for `actor_rollout_ref.actor.`. An option left out holds verl's default
-        at verl-project/verl@1dda039b9c63 (the trainer YAML's), not the dew_rl recipe's
+        dict: a verl config as nested dicts (`{"algorithm": {...}, "actor_rollout_ref": {"actor":
+        {...}}}`), as dotted keys (`{"algorithm.adv_estimator": "grpo",
+        "actor_rollout_ref.actor.clip_ratio_high": 0.28}`), or both; `actor.` is accepted for
+        `actor_rollout_ref.actor.`. An option left out holds verl's default at
+        verl-project/verl@1dda039b9c63 (the trainer YAML's), not the dew_rl recipe's
 
     Returns
     -------
     ObjectiveConfig
-        the entry point of the verl estimator (`gae` is `ppo`; `grpo` with `filter_groups` or the DAPO
-        overlong buffer is `dapo`) with every option verl reads in this configuration set as verl reads it
+        the entry point of the verl estimator (`gae` is `ppo`; `grpo` with `filter_groups` or the
+        DAPO overlong buffer is `dapo`) with every option verl reads in this configuration set as
+        verl reads it
 
     Raises
     ------
     ValueError
         naming the verl option and why, for an option it cannot honour (an estimator dew_rl computes
-        differently, an adaptive KL controller, a reduction dew_rl cannot split, an unknown loss option, ...)
+        differently, an adaptive KL controller, a reduction dew_rl cannot split, an unknown loss
+        option, ...)
     """
-    import dew_rl.objectives as obj   # the public namespace, imported when called (this module is part of it)
+    # the public namespace, imported when called (this module is part of it)
+    import dew_rl.objectives as obj
 
     given = {k: x for k, x in _flatten(config).items() if _known(k, x)}
     v = {**VERL_DEFAULTS, **given}
@@ -173,26 +303,44 @@ def from_verl(config: dict):
     if adv in _REFUSED_ESTIMATORS:
         _refuse(_A + "adv_estimator", adv, _REFUSED_ESTIMATORS[adv])
     if adv not in _ESTIMATORS:
-        _refuse(_A + "adv_estimator", adv, f"not one of verl's estimators {tuple(_ESTIMATORS) + tuple(_REFUSED_ESTIMATORS)}")
+        _refuse(
+            _A + "adv_estimator",
+            adv,
+            f"not one of verl's estimators {tuple(_ESTIMATORS) + tuple(_REFUSED_ESTIMATORS)}",
+        )
     est = _ESTIMATORS[adv]
     if v[_A + "use_pf_ppo"]:
-        _refuse(_A + "use_pf_ppo", True, "PF-PPO resamples the batch by reward, a data-loader step dew_rl has no part of")
+        _refuse(
+            _A + "use_pf_ppo",
+            True,
+            "PF-PPO resamples the batch by reward, a data-loader step dew_rl has no part of",
+        )
     if adv == "gae":
         want["gamma"] = (v[_A + "gamma"], _A + "gamma")
         want["lam"] = (v[_A + "lam"], _A + "lam")
         want["cliprange_value"] = (v["critic.cliprange_value"], "critic.cliprange_value")
         want["vf_coef"] = (1.0, "critic (its own optimiser: the value loss unscaled)")
     if adv in _GRPO_STD:
-        want["norm_adv_by_std_in_grpo"] = (bool(v[_A + "norm_adv_by_std_in_grpo"]), _A + "norm_adv_by_std_in_grpo")
+        want["norm_adv_by_std_in_grpo"] = (
+            bool(v[_A + "norm_adv_by_std_in_grpo"]),
+            _A + "norm_adv_by_std_in_grpo",
+        )
     if adv == "gdpo" and v[_A + "gdpo_reward_weights"] is not None:
-        want["gdpo_reward_weights"] = (tuple(float(x) for x in v[_A + "gdpo_reward_weights"]), _A + "gdpo_reward_weights")
+        want["gdpo_reward_weights"] = (
+            tuple(float(x) for x in v[_A + "gdpo_reward_weights"]),
+            _A + "gdpo_reward_weights",
+        )
 
     # DAPO: grpo with the group filter or the overlong buffer
     dynamic, overlong = bool(v[_A + "filter_groups.enable"]), bool(v[_RK + _ROV + "enable"])
     if dynamic or overlong:
         if est != "grpo":
             why = "dew_rl's dynamic sampling and overlong shaping are dapo's, a GRPO advantage"
-            _refuse(_A + "filter_groups.enable" if dynamic else _RK + _ROV + "enable", True, f"{why}; adv_estimator is {adv!r}")
+            _refuse(
+                _A + "filter_groups.enable" if dynamic else _RK + _ROV + "enable",
+                True,
+                f"{why}; adv_estimator is {adv!r}",
+            )
         est = "dapo"
         want["dynamic_sampling"] = (dynamic, _A + "filter_groups.enable")
         want["overlong_buffer_len"] = (None, _RK + _ROV + "enable")
@@ -201,22 +349,37 @@ def from_verl(config: dict):
             if not n_buf or n_buf <= 0:
                 _refuse(_RK + _ROV + "len", n_buf, "the overlong buffer needs a positive length")
             if l_max is None or l_max < n_buf:
-                _refuse(_RK + "max_resp_len", l_max, "the overlong penalty needs max_resp_len >= overlong_buffer_cfg.len")
+                _refuse(
+                    _RK + "max_resp_len",
+                    l_max,
+                    "the overlong penalty needs max_resp_len >= overlong_buffer_cfg.len",
+                )
             want["overlong_buffer_len"] = (int(n_buf), _RK + _ROV + "len")
-            want["overlong_penalty_factor"] = (float(v[_RK + _ROV + "penalty_factor"]), _RK + _ROV + "penalty_factor")
+            want["overlong_penalty_factor"] = (
+                float(v[_RK + _ROV + "penalty_factor"]),
+                _RK + _ROV + "penalty_factor",
+            )
             want["max_response_length"] = (int(l_max), _RK + "max_resp_len")
     if est in obj.GROUP_ESTIMATORS:
         n = v["actor_rollout_ref.rollout.n"]
         if not isinstance(n, int) or n < 2:
-            _refuse("actor_rollout_ref.rollout.n", n, f"{adv} compares the responses of one prompt: set the group size (>= 2)")
+            _refuse(
+                "actor_rollout_ref.rollout.n",
+                n,
+                f"{adv} compares the responses of one prompt: set the group size (>= 2)",
+            )
         want["n_samples_per_prompt"] = (n, "actor_rollout_ref.rollout.n")
 
     # the KL in the reward
     if v[_A + "use_kl_in_reward"]:
         if v[_A + "kl_ctrl.type"] != "fixed":
-            _refuse(_A + "kl_ctrl.type", v[_A + "kl_ctrl.type"],
-                    "the adaptive controller's state lives in the trainer: pass kl_ctrl.type='fixed' with the "
-                    "current coefficient, and step it with dew_rl.adaptive_kl_update (kl_coef is traced)")
+            _refuse(
+                _A + "kl_ctrl.type",
+                v[_A + "kl_ctrl.type"],
+                "the adaptive controller's state lives in the trainer: pass kl_ctrl.type='fixed'"
+                " with the current coefficient, and step it with dew_rl.adaptive_kl_update (kl_coef"
+                " is traced)",
+            )
         if v[_A + "kl_penalty"] == "full":
             _refuse(_A + "kl_penalty", "full", "verl raises NotImplementedError for it too")
         want["kl_coef"] = (float(v[_A + "kl_ctrl.kl_coef"]), _A + "use_kl_in_reward")
@@ -224,21 +387,41 @@ def from_verl(config: dict):
 
     # the policy loss
     mode = v[_PL + "loss_mode"]
-    low = v[_AC + "clip_ratio_low"] if v[_AC + "clip_ratio_low"] is not None else v[_AC + "clip_ratio"]
-    high = v[_AC + "clip_ratio_high"] if v[_AC + "clip_ratio_high"] is not None else v[_AC + "clip_ratio"]
+    low = (
+        v[_AC + "clip_ratio_low"]
+        if v[_AC + "clip_ratio_low"] is not None
+        else v[_AC + "clip_ratio"]
+    )
+    high = (
+        v[_AC + "clip_ratio_high"]
+        if v[_AC + "clip_ratio_high"] is not None
+        else v[_AC + "clip_ratio"]
+    )
     if v[_RC + "bypass_mode"]:
         if mode not in ("vanilla", "bypass_mode"):
-            _refuse(_PL + "loss_mode", mode, "with rollout_correction.bypass_mode verl replaces it by its bypass loss "
-                                             "(rollout_correction.loss_type); leave loss_mode at vanilla")
+            _refuse(
+                _PL + "loss_mode",
+                mode,
+                "with rollout_correction.bypass_mode verl replaces it by its bypass loss "
+                "(rollout_correction.loss_type); leave loss_mode at vanilla",
+            )
         loss_type = v[_RC + "loss_type"]
         if loss_type not in ("ppo_clip", "reinforce"):
             _refuse(_RC + "loss_type", loss_type, "verl's bypass loss is 'ppo_clip' or 'reinforce'")
         dmode = "vanilla" if loss_type == "ppo_clip" else "reinforce"
         want["bypass_mode"] = (True, _RC + "bypass_mode")
     elif mode == "bypass_mode":
-        _refuse(_PL + "loss_mode", mode, "verl selects it itself: set algorithm.rollout_correction.bypass_mode=True")
+        _refuse(
+            _PL + "loss_mode",
+            mode,
+            "verl selects it itself: set algorithm.rollout_correction.bypass_mode=True",
+        )
     elif mode not in _LOSS_MODES:
-        _refuse(_PL + "loss_mode", mode, f"not one of verl's loss modes {tuple(_LOSS_MODES) + ('bypass_mode',)}")
+        _refuse(
+            _PL + "loss_mode",
+            mode,
+            f"not one of verl's loss modes {tuple(_LOSS_MODES) + ('bypass_mode',)}",
+        )
     else:
         dmode = _LOSS_MODES[mode]
     want["loss_mode"] = (dmode, _PL + "loss_mode")
@@ -273,16 +456,24 @@ def from_verl(config: dict):
     use_kl, ent = bool(v[_AC + "use_kl_loss"]), float(v[_AC + "entropy_coeff"])
     red = "seq-mean-token-mean" if dmode in _SEQUENCE_MEAN else agg
     if red != agg and (use_kl or ent != 0.0):
-        _refuse(_AC + "loss_agg_mode", agg, f"verl reduces the {dmode} loss with seq-mean-token-mean but the KL loss "
-                                            f"and the entropy bonus with {agg!r}; dew_rl reduces every term alike "
-                                            "(set loss_agg_mode to seq-mean-token-mean)")
+        _refuse(
+            _AC + "loss_agg_mode",
+            agg,
+            f"verl reduces the {dmode} loss with seq-mean-token-mean but the KL loss "
+            f"and the entropy bonus with {agg!r}; dew_rl reduces every term alike "
+            "(set loss_agg_mode to seq-mean-token-mean)",
+        )
     want["loss_agg_mode"] = (red, _AC + "loss_agg_mode")
     if red == "seq-mean-token-sum-norm" and v[_AC + "loss_scale_factor"] is not None:
         want["loss_agg_norm"] = (float(v[_AC + "loss_scale_factor"]), _AC + "loss_scale_factor")
     if adv == "gae":
         critic_agg = v["critic.loss_agg_mode"] or agg
         if critic_agg != red:
-            _refuse("critic.loss_agg_mode", critic_agg, f"dew_rl reduces the value loss like the policy loss ({red!r})")
+            _refuse(
+                "critic.loss_agg_mode",
+                critic_agg,
+                f"dew_rl reduces the value loss like the policy loss ({red!r})",
+            )
     if use_kl:
         if v[_AC + "kl_loss_type"] == "full":
             _refuse(_AC + "kl_loss_type", "full", "verl raises NotImplementedError for it too")
@@ -302,30 +493,43 @@ def from_verl(config: dict):
         if lo is not None:   # 'lower_upper' is IcePop: weights outside the band are zeroed
             want["rollout_is_mode"] = ("mask", _RC + "rollout_is_threshold")
             want["rollout_is_threshold_lower"] = (lo, _RC + "rollout_is_threshold")
-        want["rollout_is_batch_normalize"] = (bool(v[_RC + "rollout_is_batch_normalize"]), _RC + "rollout_is_batch_normalize")
+        want["rollout_is_batch_normalize"] = (
+            bool(v[_RC + "rollout_is_batch_normalize"]),
+            _RC + "rollout_is_batch_normalize",
+        )
     else:
         for opt in ("rollout_is_threshold", "rollout_is_batch_normalize"):
             if _RC + opt in given and given[_RC + opt] != VERL_DEFAULTS[_RC + opt]:
-                _refuse(_RC + opt, given[_RC + opt], "is read only with rollout_is, which is null here (the trainer "
-                                                     "YAML's default; RolloutCorrectionConfig's is 'sequence'): set it")
+                _refuse(
+                    _RC + opt,
+                    given[_RC + opt],
+                    "is read only with rollout_is, which is null here (the trainer "
+                    "YAML's default; RolloutCorrectionConfig's is 'sequence'): set it",
+                )
     if v[_RC + "rollout_rs"] is not None:
         opts, uppers, lowers = _rejection(v)
         want["rollout_rs"] = (opts, _RC + "rollout_rs")
         want["rollout_rs_threshold"] = (uppers, _RC + "rollout_rs_threshold")
         want["rollout_rs_threshold_lower"] = (lowers, _RC + "rollout_rs_threshold")
 
-    # fields the dew_rl estimator never reads must hold its default, else verl reads something dew_rl cannot
-    read = set(obj.fields_read(est)) | set(obj.LOSS_MODES[dmode].reads)   # the estimator's, and its loss mode's
+    # fields the dew_rl estimator never reads must hold its default, else verl reads something
+    # dew_rl cannot
+    # the estimator's, and its loss mode's
+    read = set(obj.fields_read(est)) | set(obj.LOSS_MODES[dmode].reads)
     base = obj.ObjectiveConfig(est)
     kwargs = {}
     for field, (value, option) in want.items():
         if field in read:
             kwargs[field] = value
         elif value != getattr(base, field):
-            raise ValueError(f"from_verl: `{option}` maps to {field}={value!r}, which dew_rl's {est} does not read "
-                             "(verl reads it in this configuration)")
+            raise ValueError(
+                f"from_verl: `{option}` maps to {field}={value!r}, which dew_rl's {est} does not"
+                " read (verl reads it in this configuration)"
+            )
     try:
         return getattr(obj, est)(**kwargs)
     except ValueError as e:
         args = ", ".join(f"{k}={x!r}" for k, x in kwargs.items())
-        raise ValueError(f"from_verl: the verl config maps to obj.{est}({args}), which dew_rl refuses: {e}") from None
+        raise ValueError(
+            f"from_verl: the verl config maps to obj.{est}({args}), which dew_rl refuses: {e}"
+        ) from None
