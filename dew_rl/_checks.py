@@ -51,7 +51,10 @@ def as_float(fn: str, name: str, x, allow_int: bool = False) -> jax.Array:
         return x
     if allow_int and (jnp.issubdtype(x.dtype, jnp.integer) or x.dtype == jnp.bool_):
         return x.astype(jnp.float32)
-    raise ValueError(f"{fn}: `{name}` must be a floating array (float32, bfloat16 or float64); got dtype {x.dtype}")
+    raise ValueError(
+        f"{fn}: `{name}` must be a floating array (float32, bfloat16 or float64); got dtype"
+        f" {x.dtype}"
+    )
 
 
 def as_mask(fn: str, mask, shape: tuple, name: str = "mask", like: str = "x") -> jax.Array:
@@ -76,16 +79,21 @@ def as_mask(fn: str, mask, shape: tuple, name: str = "mask", like: str = "x") ->
     jax.Array
         bool, `mask != 0`
     """
-    if not isinstance(mask, jax.Array):  # a host mask is checked by value: 0 and 1 only, never a weight
+    # a host mask is checked by value: 0 and 1 only, never a weight
+    if not isinstance(mask, jax.Array):
         host = np.asarray(mask)
         if host.dtype.kind in "iuf" and host.size and not ((host == 0) | (host == 1)).all():
             odd = host[~((host == 0) | (host == 1))]
-            raise ValueError(f"{fn}: `{name}` must hold only 0 and 1 (a mask selects; it is not a weight); "
-                             f"got {odd.size} other value(s), e.g. {odd.flat[0]!r}")
+            raise ValueError(
+                f"{fn}: `{name}` must hold only 0 and 1 (a mask selects; it is not a weight); "
+                f"got {odd.size} other value(s), e.g. {odd.flat[0]!r}"
+            )
     mask = jnp.asarray(mask)
     if not (mask.dtype == jnp.bool_ or jnp.issubdtype(mask.dtype, jnp.integer)
             or jnp.issubdtype(mask.dtype, jnp.floating)):
-        raise ValueError(f"{fn}: `{name}` must be bool, integer or floating 0/1; got dtype {mask.dtype}")
+        raise ValueError(
+            f"{fn}: `{name}` must be bool, integer or floating 0/1; got dtype {mask.dtype}"
+        )
     if tuple(mask.shape) != tuple(shape):
         raise ValueError(f"{fn}: `{name}` must have the shape of `{like}` {shape_text(shape)}; "
                          f"got {shape_text(mask.shape)}")
@@ -123,11 +131,18 @@ def as_ids(fn: str, name: str, ids, shape: tuple, like: str = "x") -> jax.Array:
 
 
 def check_axes(fn: str, axis, ndim: int) -> tuple:
-    "`axis` (an int or a sequence of ints) as a tuple of axes of an `ndim`-dimensional array, or `ValueError`."
+    """`axis` (an int or a sequence of ints) as a tuple of axes of an `ndim`-dimensional array, or
+    `ValueError`."""
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     for a in axes:
-        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)) or not -ndim <= a < ndim:
-            raise ValueError(f"{fn}: `axis` must be None or integers in [-{ndim}, {ndim}); got {axis!r}")
+        if (
+            isinstance(a, (bool, np.bool_))
+            or not isinstance(a, (int, np.integer))
+            or not -ndim <= a < ndim
+        ):
+            raise ValueError(
+                f"{fn}: `axis` must be None or integers in [-{ndim}, {ndim}); got {axis!r}"
+            )
     return axes
 
 
@@ -141,8 +156,9 @@ def check_ids_below(fn: str, name: str, ids, size: int, what: str) -> None:
     name
         str: the argument's name
     ids
-        the argument as the caller passed it: a NumPy array, a Python int or a nested list is checked
-        by value; a JAX array, concrete or traced, is not (that would read a device value back)
+        the argument as the caller passed it: a NumPy array, a Python int or a nested list is
+        checked by value; a JAX array, concrete or traced, is not (that would read a device value
+        back)
     size
         int: the number of valid ids
     what
@@ -152,19 +168,25 @@ def check_ids_below(fn: str, name: str, ids, size: int, what: str) -> None:
         return
     a = np.asarray(ids)
     if a.size and (a.min() < 0 or a.max() >= size):
-        raise ValueError(f"{fn}: `{name}` must lie in [0, {size}) ({what}); got values in [{a.min()}, {a.max()}]")
+        raise ValueError(
+            f"{fn}: `{name}` must lie in [0, {size}) ({what}); got values in [{a.min()}, {a.max()}]"
+        )
 
 
 def check_dim(fn: str, name: str, x, axis: int, size: int, layout: str, what: str) -> None:
     "`ValueError` unless `x.shape[axis] == size`; `layout` and `what` describe the expected shape."
     if x.shape[axis] != size:
-        raise ValueError(f"{fn}: `{name}` must be {layout} with {what}; got shape {shape_text(x.shape)}")
+        raise ValueError(
+            f"{fn}: `{name}` must be {layout} with {what}; got shape {shape_text(x.shape)}"
+        )
 
 
 def check_rank(fn: str, name: str, x, rank: int, layout: str = "[B, T]") -> None:
     "`ValueError` unless `x` has `rank` dimensions; `layout` describes the expected shape."
     if x.ndim != rank:
-        raise ValueError(f"{fn}: `{name}` must be {layout} (rank {rank}); got shape {shape_text(x.shape)}")
+        raise ValueError(
+            f"{fn}: `{name}` must be {layout} (rank {rank}); got shape {shape_text(x.shape)}"
+        )
 
 
 def check_same_shape(fn: str, name: str, x, like: str, y) -> None:
@@ -177,7 +199,10 @@ def check_same_shape(fn: str, name: str, x, like: str, y) -> None:
 def check_rows(fn: str, name: str, x, rows: int, per: str = "reward") -> None:
     "`ValueError` unless the `[B, T]` array `x` has `rows` rows (one per `per`)."
     if x.shape[0] != rows:
-        raise ValueError(f"{fn}: `{name}` must have one row per {per}, [B={rows}, T]; got shape {shape_text(x.shape)}")
+        raise ValueError(
+            f"{fn}: `{name}` must have one row per {per}, [B={rows}, T]; got shape"
+            f" {shape_text(x.shape)}"
+        )
 
 
 def stat_dtype(dtype) -> jnp.dtype:
@@ -186,16 +211,21 @@ def stat_dtype(dtype) -> jnp.dtype:
 
 # %% ../nbs/00a_checks.ipynb #2eb4afbb
 def check_ids_or_padding(fn: str, name: str, ids, size: int, what: str) -> None:
-    "`ValueError` unless host integer ids lie in `[-1, size)`, `-1` marking an empty slot; a JAX array passes unread."
+    """`ValueError` unless host integer ids lie in `[-1, size)`, `-1` marking an empty slot; a JAX
+    array passes unread."""
     if isinstance(ids, jax.Array):
         return
     a = np.asarray(ids)
     if a.size and (a.min() < -1 or a.max() >= size):
-        raise ValueError(f"{fn}: `{name}` must lie in [0, {size}) ({what}), or be -1 for an empty slot; "
-                         f"got values in [{a.min()}, {a.max()}]")
+        raise ValueError(
+            f"{fn}: `{name}` must lie in [0, {size}) ({what}), or be -1 for an empty slot; "
+            f"got values in [{a.min()}, {a.max()}]"
+        )
 
 # %% ../nbs/00a_checks.ipynb #6d7f80e8
-def check_number(fn: str, name: str, value, ok, expect: str, static: bool = False) -> float | jax.Array:
+def check_number(
+    fn: str, name: str, value, ok, expect: str, static: bool = False
+) -> float | jax.Array:
     """Check a scalar hyper-parameter by value when it is a host number, by shape and dtype when it is a JAX array.
 
     Parameters
@@ -216,8 +246,8 @@ def check_number(fn: str, name: str, value, ok, expect: str, static: bool = Fals
     Returns
     -------
     float or jax.Array
-        the value as a float when it is a host number; a JAX array is returned as it is (its value is never
-        read), so that the caller computes with whichever it got
+        the value as a float when it is a host number; a JAX array is returned as it is (its value
+        is never read), so that the caller computes with whichever it got
     """
     if isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{fn}: `{name}` must be {expect}; got {value!r}")
@@ -229,18 +259,25 @@ def check_number(fn: str, name: str, value, ok, expect: str, static: bool = Fals
         return v
     if isinstance(value, jax.Array):  # concrete or traced: the value stays on the device
         if static:
-            raise ValueError(f"{fn}: `{name}` must be a Python or NumPy real number (static under jit); "
-                             f"got a JAX array")
+            raise ValueError(
+                f"{fn}: `{name}` must be a Python or NumPy real number (static under jit); "
+                "got a JAX array"
+            )
         if value.ndim != 0 or not (jnp.issubdtype(value.dtype, jnp.floating)
                                    or jnp.issubdtype(value.dtype, jnp.integer)):
-            raise ValueError(f"{fn}: `{name}` must be {expect}: a real scalar; got a JAX array of shape "
-                             f"{shape_text(value.shape)} and dtype {value.dtype}")
+            raise ValueError(
+                f"{fn}: `{name}` must be {expect}: a real scalar; got a JAX array of shape "
+                f"{shape_text(value.shape)} and dtype {value.dtype}"
+            )
         return value
-    raise ValueError(f"{fn}: `{name}` must be {expect} (a Python number or a 0-d array); got {value!r}")
+    raise ValueError(
+        f"{fn}: `{name}` must be {expect} (a Python number or a 0-d array); got {value!r}"
+    )
 
 
 def check_int(fn: str, name: str, value, low: int, why: str = "") -> int:
-    "A static Python (or NumPy) integer `>= low`, or `ValueError`; `why` is appended to the message."
+    """A static Python (or NumPy) integer `>= low`, or `ValueError`; `why` is appended to the
+    message."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise ValueError(f"{fn}: `{name}` must be a Python int{why}; got {value!r}")
     if value < low:
@@ -249,7 +286,8 @@ def check_int(fn: str, name: str, value, low: int, why: str = "") -> int:
 
 
 def check_flag(fn: str, name: str, value) -> bool:
-    "A Python (or NumPy) bool, or `ValueError`: a flag decides the traced computation, so it is static."
+    """A Python (or NumPy) bool, or `ValueError`: a flag decides the traced computation, so it is
+    static."""
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{fn}: `{name}` must be a Python bool; got {value!r}")
     return bool(value)
@@ -258,7 +296,9 @@ def check_flag(fn: str, name: str, value) -> bool:
 def check_choice(fn: str, name: str, value, choices) -> str:
     "One of `choices` (strings), or `ValueError` listing them."
     if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{fn}: `{name}` must be one of {', '.join(map(repr, choices))}; got {value!r}")
+        raise ValueError(
+            f"{fn}: `{name}` must be one of {', '.join(map(repr, choices))}; got {value!r}"
+        )
     return value
 
 # %% ../nbs/00a_checks.ipynb #de9e6abb
@@ -282,21 +322,29 @@ def as_groups(fn: str, rewards, group, min_group: int = 1, why: str = "") -> tup
     Returns
     -------
     tuple
-        ([B] rewards in at least float32, the grouping (int G or the int ids [B]), the caller's dtype)
+        ([B] rewards in at least float32, the grouping (int G or the int ids [B]), the caller's
+        dtype)
     """
     r = as_float(fn, "rewards", rewards)
     check_rank(fn, "rewards", r, 1, layout="[B]")
     if isinstance(group, (bool, np.bool_)) or np.ndim(group) == 0:
-        group = check_int(fn, "group", group, min_group, why + " (or an integer array [B] of prompt ids)")
+        group = check_int(
+            fn, "group", group, min_group, why + " (or an integer array [B] of prompt ids)"
+        )
         if r.shape[0] % group:
-            raise ValueError(f"{fn}: the length of `rewards` ({r.shape[0]}) must be a multiple of `group` ({group})")
+            raise ValueError(
+                f"{fn}: the length of `rewards` ({r.shape[0]}) must be a multiple of `group`"
+                f" ({group})"
+            )
     else:
         group = as_ids(fn, "group", group, r.shape, like="rewards")
     return r.astype(stat_dtype(r.dtype)), group, r.dtype
 
 # %% ../nbs/00a_checks.ipynb #6ce4dfe1
-def surrogate_inputs(fn: str, log_ratio, advantages, mask, names=("log_ratio", "advantages")) -> tuple:
-    """Checked and selected surrogate inputs: `(x, A, keep, compute dtype, result dtype)`, `x` and `A` zero outside the mask.
+def surrogate_inputs(
+    fn: str, log_ratio, advantages, mask, names=("log_ratio", "advantages")
+) -> tuple:
+    """Checked and selected surrogate inputs `(x, A, keep, compute dtype, result dtype)`, zero outside the mask.
 
     Parameters
     ----------
@@ -305,7 +353,8 @@ def surrogate_inputs(fn: str, log_ratio, advantages, mask, names=("log_ratio", "
     log_ratio
         [B, T] floating: log pi_theta - log pi_old (or any differentiable per-token input)
     advantages
-        [B, T] floating: the advantages, or any per-token data of the same shape (returned under stop_gradient)
+        [B, T] floating: the advantages, or any per-token data of the same shape (returned under
+        stop_gradient)
     mask
         [B, T] 0/1
     names
@@ -325,7 +374,8 @@ def surrogate_inputs(fn: str, log_ratio, advantages, mask, names=("log_ratio", "
     keep = as_mask(fn, mask, log_ratio.shape, like=first)
     rt = jnp.result_type(log_ratio, advantages)
     ct = stat_dtype(rt)
-    x = jnp.where(keep, log_ratio.astype(ct), 0)  # select first: a masked NaN never enters arithmetic
+    # select first: a masked NaN never enters arithmetic
+    x = jnp.where(keep, log_ratio.astype(ct), 0)
     adv = jax.lax.stop_gradient(jnp.where(keep, advantages.astype(ct), 0))
     return x, adv, keep, ct, rt
 
@@ -333,14 +383,16 @@ def surrogate_inputs(fn: str, log_ratio, advantages, mask, names=("log_ratio", "
 def check_clip_offsets(fn: str, epsilon_low, epsilon_high, dual_clip) -> tuple:
     """PPO's clip constants: `epsilon_low` in [0, 1), `epsilon_high` >= 0, `dual_clip` None or > 1.
 
-    Host numbers are range-checked and returned as floats; JAX scalars (a schedule's traced value) are
-    returned as they are. Whether the dual clip exists (`None` or not) is static structure.
+    Host numbers are range-checked and returned as floats; JAX scalars (a schedule's traced value)
+    are returned as they are. Whether the dual clip exists (`None` or not) is static structure.
     """
     lo = check_number(fn, "epsilon_low", epsilon_low, lambda v: 0.0 <= v < 1.0,
                       "in [0, 1) so that the lower bound 1 - epsilon_low is positive")
     hi = check_number(fn, "epsilon_high", epsilon_high, lambda v: v >= 0.0, ">= 0")
     if dual_clip is not None:
-        dual_clip = check_number(fn, "dual_clip", dual_clip, lambda v: v > 1.0, "None or a number > 1")
+        dual_clip = check_number(
+            fn, "dual_clip", dual_clip, lambda v: v > 1.0, "None or a number > 1"
+        )
     return lo, hi, dual_clip
 
 # %% ../nbs/00a_checks.ipynb #841146b1
@@ -386,11 +438,14 @@ def check_absent(fn: str, name: str, value, why: str) -> None:
 
 
 def check_whole_groups(fn: str, name: str, rows: int, group: int) -> None:
-    "`ValueError` unless the local batch holds whole groups (`rows % group == 0`): a group is never split across shards."
+    """`ValueError` unless the local batch holds whole groups (`rows % group == 0`): a group is
+    never split across shards."""
     if rows % group:
-        raise ValueError(f"{fn}: `{name}` must hold whole groups: its {rows} local rows must be a multiple of "
-                         f"n_samples_per_prompt={group}, so that no group is split across data-parallel shards; "
-                         f"got {rows} % {group} = {rows % group}")
+        raise ValueError(
+            f"{fn}: `{name}` must hold whole groups: its {rows} local rows must be a multiple of "
+            f"n_samples_per_prompt={group}, so that no group is split across data-parallel shards; "
+            f"got {rows} % {group} = {rows % group}"
+        )
 
 # %% ../nbs/00a_checks.ipynb #2880240d
 _checkified = checkify.checkify(lambda: None)
@@ -398,8 +453,13 @@ _CHECKIFY_CODE = getattr(_checkified, "__wrapped__", _checkified).__code__
 del _checkified
 
 
+class EmptyBatchError(ValueError):
+    "Raised when a statistic over the global batch has no valid position to take it over."
+
+
 def _under_checkify() -> bool:
-    "True while `checkify.checkify` traces the caller (read from the Python stack, at trace time only)."
+    """True while `checkify.checkify` traces the caller (read from the Python stack, at trace time
+    only)."""
     frame = sys._getframe(1)
     while frame is not None:
         if frame.f_code is _CHECKIFY_CODE:
@@ -408,16 +468,14 @@ def _under_checkify() -> bool:
     return False
 
 
-class EmptyBatchError(ValueError):
-    "Raised when a statistic over the global batch has no valid position to take it over."
-
-
 def _raise_if_zero(count, *, message: str) -> None:
     if np.any(np.asarray(count) == 0):  # a host callback: `count` is already a NumPy value here
         raise EmptyBatchError(message)
 
 
-def report_if_empty(fn: str, count, what: str = "`mask` keeps no position in the whole (global) batch") -> None:
+def report_if_empty(
+    fn: str, count, what: str = "`mask` keeps no position in the whole (global) batch"
+) -> None:
     """Report a zero global count: `ValueError` eagerly; traced, an error when the result is awaited.
 
     Parameters
@@ -444,7 +502,7 @@ _WARNED: set = set()  # (function, old keyword) pairs already warned about in th
 
 
 def renamed_argument(**renames: str):
-    """Decorator: accept each old keyword `old=` of `renames` (old -> new) as the new one, with one `DeprecationWarning`.
+    """Decorator: accept each old keyword of `renames` (old -> new) as the new one, with one `DeprecationWarning`.
 
     Parameters
     ----------
@@ -463,11 +521,18 @@ def renamed_argument(**renames: str):
             for old, new in renames.items():
                 if old in kwargs:
                     if new in kwargs:
-                        raise TypeError(f"{fn}: got both `{old}` (the deprecated name) and `{new}`; pass `{new}` only")
+                        raise TypeError(
+                            f"{fn}: got both `{old}` (the deprecated name) and `{new}`; pass"
+                            f" `{new}` only"
+                        )
                     if (fn, old) not in _WARNED:
                         _WARNED.add((fn, old))
-                        warnings.warn(f"{fn}: the argument `{old}` is now called `{new}`; the old keyword still "
-                                      f"works but is deprecated and will be removed", DeprecationWarning, stacklevel=2)
+                        warnings.warn(
+                            f"{fn}: the argument `{old}` is now called `{new}`; the old keyword"
+                            " still works but is deprecated and will be removed",
+                            DeprecationWarning,
+                            stacklevel=2,
+                        )
                     kwargs[new] = kwargs.pop(old)
             return f(*args, **kwargs)
         return wrapped

@@ -11,8 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._checks import (as_float, as_ids, check_dim, check_ids_below, check_ids_or_padding, check_int, check_number,
-                            check_rank, shape_text, stat_dtype)
+from ._checks import (as_float, as_ids, check_dim, check_ids_below, check_ids_or_padding,
+                            check_int, check_number, check_rank, shape_text, stat_dtype)
 from ._ops import vary_together
 
 # %% auto #0
@@ -26,8 +26,11 @@ VOCAB_CHUNK = 4096  # default vocabulary chunk: [N, 4096] float32 buffers, a mul
 
 
 def _temperature(fn: str, temperature):
-    "A host number > 0 (range-checked) or a JAX scalar (a traced temperature, passed through unread)."
-    return check_number(fn, "temperature", temperature, lambda v: 0.0 < v < np.inf, "a finite number > 0")
+    """A host number > 0 (range-checked) or a JAX scalar (a traced temperature, passed through
+    unread)."""
+    return check_number(
+        fn, "temperature", temperature, lambda v: 0.0 < v < np.inf, "a finite number > 0"
+    )
 
 
 def _chunk(fn: str, chunk_size, V: int) -> int:
@@ -46,9 +49,11 @@ def _plan(V: int, C: int):
 
 
 def _first(z, start, tokens, tau):
-    "Running statistics (max, s, t, z_y) of the first chunk `z` [N, width] (raw logits, stat dtype)."
+    """Running statistics (max, s, t, z_y) of the first chunk `z` [N, width] (raw logits, stat
+    dtype)."""
     m = z.max(-1)
-    shift = jnp.where(jnp.isneginf(m), 0.0, m)  # a row whose chunk is all -inf: shift by 0, not by -inf
+    # a row whose chunk is all -inf: shift by 0, not by -inf
+    shift = jnp.where(jnp.isneginf(m), 0.0, m)
     x = (z - shift[:, None]) / tau
     e = jnp.exp(x)
     ex = jnp.where(e > 0, e * x, 0.0)  # e^x x -> 0 as x -> -inf; 0 * -inf would be NaN
@@ -56,7 +61,8 @@ def _first(z, start, tokens, tau):
 
 
 def _pick(z, start, tokens):
-    "z[n, y_n - start] where the token falls in this chunk, else 0: the token's raw logit, summed over chunks."
+    """z[n, y_n - start] where the token falls in this chunk, else 0: the token's raw logit, summed
+    over chunks."""
     if tokens is None:
         return jnp.zeros(z.shape[:1], z.dtype)
     cols = start + jnp.arange(z.shape[1])
@@ -64,7 +70,8 @@ def _pick(z, start, tokens):
 
 
 def _update(carry, z, start, tokens, tau):
-    "Fold chunk `z` into the running (m, s, t, z_y) of the chunks before it: the online log-sum-exp."
+    """Fold chunk `z` into the running (m, s, t, z_y) of the chunks before it: the online
+    log-sum-exp."""
     m, s, t, zy = carry
     m_new = jnp.maximum(m, z.max(-1))
     shift = jnp.where(jnp.isneginf(m_new), 0.0, m_new)
@@ -96,7 +103,8 @@ def _forward(get, V: int, C: int, tokens, tau: float):
     if tokens is None:
         return None, entropy, shift, log_s
     lp = (zy - shift) / tau - log_s
-    lp = jnp.where((tokens >= 0) & (tokens < V), lp, jnp.nan)  # a traced out-of-range token: NaN, like jnp.take
+    # a traced out-of-range token: NaN, like jnp.take
+    lp = jnp.where((tokens >= 0) & (tokens < V), lp, jnp.nan)
     return lp, entropy, shift, log_s
 
 # %% ../nbs/03h_logits.ipynb #a930cbef
@@ -120,7 +128,9 @@ def _backward(get, V: int, C: int, step, init):
     (start, width), full = _plan(V, C)
     carry = init(start, get(start, width))
     if len(full):
-        carry = jax.lax.fori_loop(full.start, full.stop, lambda k, c: step(c, k * C, C, get(k * C, C)), carry)
+        carry = jax.lax.fori_loop(
+            full.start, full.stop, lambda k, c: step(c, k * C, C, get(k * C, C)), carry
+        )
     return carry
 
 # %% ../nbs/03h_logits.ipynb #784815dc
@@ -155,7 +165,9 @@ def _from_logits_bwd(C, res, g):
     g_H = g_H.astype(ct)
 
     def grad(start, z):
-        return _dlogits(z, start, tokens, tau, shift, log_s, entropy, g_lp, g_H).astype(logits.dtype)
+        return _dlogits(z, start, tokens, tau, shift, log_s, entropy, g_lp, g_H).astype(
+            logits.dtype
+        )
 
     def step(dl, start, width, z):
         return jax.lax.dynamic_update_slice_in_dim(dl, grad(start, z), start, axis=1)
@@ -176,7 +188,8 @@ def _projector(hidden, weight, ct):
 
 @partial(jax.custom_vjp, nondiff_argnums=(4,))
 def _linear(hidden, weight, tokens, tau, C):
-    "(log_probs, entropy) of hidden [N, D] @ weight [D, V], chunk by chunk; the custom VJP rule is below."
+    """(log_probs, entropy) of hidden [N, D] @ weight [D, V], chunk by chunk; the custom VJP rule is
+    below."""
     ct = stat_dtype(jnp.result_type(hidden, weight))
     lp, entropy, _, _ = _forward(_projector(hidden, weight, ct), weight.shape[1], C, tokens, tau)
     return lp, entropy
@@ -184,7 +197,9 @@ def _linear(hidden, weight, tokens, tau, C):
 
 def _linear_fwd(hidden, weight, tokens, tau, C):
     ct = stat_dtype(jnp.result_type(hidden, weight))
-    lp, entropy, shift, log_s = _forward(_projector(hidden, weight, ct), weight.shape[1], C, tokens, tau)
+    lp, entropy, shift, log_s = _forward(
+        _projector(hidden, weight, ct), weight.shape[1], C, tokens, tau
+    )
     return (lp, entropy), (hidden, weight, tokens, tau, shift, log_s, entropy)
 
 
@@ -207,7 +222,9 @@ def _linear_bwd(C, res, g):
 
     def init(start, z):
         dh, dw_c = grads(start, z.shape[1], z)
-        return dh, jax.lax.dynamic_update_slice_in_dim(jnp.zeros(weight.shape, weight.dtype), dw_c, start, axis=1)
+        return dh, jax.lax.dynamic_update_slice_in_dim(
+            jnp.zeros(weight.shape, weight.dtype), dw_c, start, axis=1
+        )
 
     dh, dw = _backward(_projector(hidden, weight, ct), weight.shape[1], C, step, init)
     return dh.astype(hidden.dtype), dw, None, jnp.zeros_like(tau)
@@ -216,11 +233,37 @@ def _linear_bwd(C, res, g):
 _linear.defvjp(_linear_fwd, _linear_bwd)
 
 # %% ../nbs/03h_logits.ipynb #94ac1c4c
+def log_probs_from_logits(logits, tokens, temperature=1.0):
+    """log p(y) = log_softmax(logits / temperature)[y], over vocabulary chunks, in at least float32.
+
+    Parameters
+    ----------
+    logits
+        [B, T, V] floating: the policy's logits; bfloat16 is read one [B, T, 4096] chunk at a time
+        and upcast per chunk, never as a whole
+    tokens
+        [B, T] integer: the sampled tokens, in [0, V); NumPy or Python values are checked, a JAX
+        array is not (a traced out-of-range token gives NaN at its position)
+    temperature
+        float > 0 or a JAX scalar (traced, unread): the sampling temperature; it carries no gradient
+
+    Returns
+    -------
+    jax.Array
+        [B, T] float32 (float64 for float64 logits): the log-probs; the gradient w.r.t. `logits` is
+        (onehot(y) - p) / temperature, computed chunk by chunk
+    """
+    return _log_probs_from_logits(logits, tokens, temperature)
+
+
 def _logits_and_tokens(fn, logits, tokens):
     z = as_float(fn, "logits", logits)
     check_rank(fn, "logits", z, 3, layout="[B, T, V]")
     if z.shape[2] == 0:
-        raise ValueError(f"{fn}: `logits` must have a non-empty vocabulary axis V; got shape {shape_text(z.shape)}")
+        raise ValueError(
+            f"{fn}: `logits` must have a non-empty vocabulary axis V; got shape"
+            f" {shape_text(z.shape)}"
+        )
     if tokens is None:
         return z, None
     y = as_ids(fn, "tokens", tokens, z.shape[:2], like="logits[..., 0]")
@@ -236,39 +279,7 @@ def _log_probs_from_logits(logits, tokens, temperature=1.0, chunk_size=None):
     lp, _ = _from_logits(*vary_together(z.reshape(B * T, V), y.reshape(B * T)), tau, C)
     return lp.reshape(B, T)
 
-
-def _entropy_from_logits(logits, temperature=1.0, chunk_size=None):
-    fn = "entropy_from_logits"
-    z, _ = _logits_and_tokens(fn, logits, None)
-    tau, C = _temperature(fn, temperature), _chunk(fn, chunk_size, z.shape[2])
-    B, T, V = z.shape
-    _, entropy = _from_logits(z.reshape(B * T, V), None, tau, C)
-    return entropy.reshape(B, T)
-
 # %% ../nbs/03h_logits.ipynb #fdc11003
-def log_probs_from_logits(logits, tokens, temperature=1.0):
-    """log p(y) = log_softmax(logits / temperature)[y], over vocabulary chunks, in at least float32.
-
-    Parameters
-    ----------
-    logits
-        [B, T, V] floating: the policy's logits; bfloat16 is read one [B, T, 4096] chunk at a time
-        and upcast per chunk, never as a whole
-    tokens
-        [B, T] integer: the sampled tokens, in [0, V); NumPy or Python values are checked, a JAX array
-        is not (a traced out-of-range token gives NaN at its position)
-    temperature
-        float > 0 or a JAX scalar (traced, unread): the sampling temperature; it carries no gradient
-
-    Returns
-    -------
-    jax.Array
-        [B, T] float32 (float64 for float64 logits): the log-probs; the gradient w.r.t. `logits` is
-        (onehot(y) - p) / temperature, computed chunk by chunk
-    """
-    return _log_probs_from_logits(logits, tokens, temperature)
-
-# %% ../nbs/03h_logits.ipynb #df11a3fa
 def entropy_from_logits(logits, temperature=1.0):
     """H = -sum_v p_v log p_v with p = softmax(logits / temperature), over vocabulary chunks, in at least float32.
 
@@ -287,9 +298,18 @@ def entropy_from_logits(logits, temperature=1.0):
     """
     return _entropy_from_logits(logits, temperature)
 
-# %% ../nbs/03h_logits.ipynb #27dc083d
+
+def _entropy_from_logits(logits, temperature=1.0, chunk_size=None):
+    fn = "entropy_from_logits"
+    z, _ = _logits_and_tokens(fn, logits, None)
+    tau, C = _temperature(fn, temperature), _chunk(fn, chunk_size, z.shape[2])
+    B, T, V = z.shape
+    _, entropy = _from_logits(z.reshape(B * T, V), None, tau, C)
+    return entropy.reshape(B, T)
+
+# %% ../nbs/03h_logits.ipynb #df11a3fa
 def linear_log_probs_and_entropy(hidden, weight, tokens, temperature=1.0, chunk_size=None):
-    """(log_softmax(z / temperature)[y], entropy of softmax(z / temperature)) for z = hidden @ weight, never forming z.
+    """(log_softmax(z / temperature)[y], entropy of softmax(z / temperature)), z = hidden @ weight never formed.
 
     Parameters
     ----------
@@ -298,7 +318,8 @@ def linear_log_probs_and_entropy(hidden, weight, tokens, temperature=1.0, chunk_
     weight
         [D, V] floating: the unembedding (LM head) matrix
     tokens
-        [B, T] integer: the sampled tokens, in [0, V) (NumPy values checked, JAX arrays not: NaN there)
+        [B, T] integer: the sampled tokens, in [0, V) (NumPy values checked, JAX arrays not: NaN
+        there)
     temperature
         float > 0 or a JAX scalar (traced, unread): the sampling temperature; it carries no gradient
     chunk_size
@@ -316,9 +337,14 @@ def linear_log_probs_and_entropy(hidden, weight, tokens, temperature=1.0, chunk_
     check_rank(fn, "hidden", h, 3, layout="[B, T, D]")
     w = as_float(fn, "weight", weight)
     check_rank(fn, "weight", w, 2, layout="[D, V]")
-    check_dim(fn, "weight", w, 0, h.shape[2], "[D, V]", f"D = {h.shape[2]}, the last axis of `hidden`")
+    check_dim(
+        fn, "weight", w, 0, h.shape[2], "[D, V]", f"D = {h.shape[2]}, the last axis of `hidden`"
+    )
     if w.shape[1] == 0:
-        raise ValueError(f"{fn}: `weight` must have a non-empty vocabulary axis V; got shape {shape_text(w.shape)}")
+        raise ValueError(
+            f"{fn}: `weight` must have a non-empty vocabulary axis V; got shape"
+            f" {shape_text(w.shape)}"
+        )
     B, T, D = h.shape
     y = as_ids(fn, "tokens", tokens, (B, T), like="hidden[..., 0]")
     check_ids_below(fn, "tokens", tokens, w.shape[1], "the vocabulary axis of `weight`")
@@ -329,13 +355,15 @@ def linear_log_probs_and_entropy(hidden, weight, tokens, temperature=1.0, chunk_
 
 # %% ../nbs/03h_logits.ipynb #14202a91
 def _columns(ids, start, width):
-    "Column of each id inside the chunk [start, start + width), or `width` (out of bounds) where it lies elsewhere."
+    """Column of each id inside the chunk [start, start + width), or `width` (out of bounds) where
+    it lies elsewhere."""
     local = ids - start
     return jnp.where((local >= 0) & (local < width), local, width)
 
 
 def _pick_at(z, start, ids):
-    "z[n, ids[n, k] - start] where the id falls in this chunk, else 0: [N, K] raw logits, summed over chunks."
+    """z[n, ids[n, k] - start] where the id falls in this chunk, else 0: [N, K] raw logits, summed
+    over chunks."""
     width = z.shape[1]
     col = _columns(ids, start, width)
     got = jnp.take_along_axis(z, jnp.minimum(col, width - 1), axis=1)
@@ -355,7 +383,8 @@ def _first_at(z, start, ids, tau, sq):
 
 
 def _update_at(carry, z, start, ids, tau, sq):
-    "Fold chunk `z` into (m, s, q, z_ids): the online log-sum-exp, sum e^{2x} and the raw logits at the ids."
+    """Fold chunk `z` into (m, s, q, z_ids): the online log-sum-exp, sum e^{2x} and the raw logits
+    at the ids."""
     m, s, q, zk = carry
     m_new = jnp.maximum(m, z.max(-1))
     ref = _reference(m_new)
@@ -372,14 +401,19 @@ def _update_at(carry, z, start, ids, tau, sq):
 def _forward_at(get, V: int, C: int, ids, tau, sq: bool):
     """Log-probs at `ids` [N, K] (or None) and sum_v p_v^2 (when `sq`), reading the logits one chunk at a time.
 
-    Returns (log_probs [N, K] or None, sum_sq [N] or None, shift [N], log_s [N]); the last two are residuals.
-    A slot id of -1 gives -inf; an id outside [-1, V) (a traced id, not checked) gives NaN.
+    Returns (log_probs [N, K] or None, sum_sq [N] or None, shift [N], log_s [N]); the last two are
+    residuals. A slot id of -1 gives -inf; an id outside [-1, V) (a traced id, not checked) gives
+    NaN.
     """
     (start, width), full = _plan(V, C)
     carry = _first_at(get(start, width), start, ids, tau, sq)
     if len(full):
-        carry = jax.lax.fori_loop(full.start, full.stop,
-                                  lambda k, c: _update_at(c, get(k * C, C), k * C, ids, tau, sq), carry)
+        carry = jax.lax.fori_loop(
+            full.start,
+            full.stop,
+            lambda k, c: _update_at(c, get(k * C, C), k * C, ids, tau, sq),
+            carry,
+        )
     m, s, q, zk = carry
     shift, log_s = _reference(m), jnp.log(s)
     lp = None
@@ -390,12 +424,14 @@ def _forward_at(get, V: int, C: int, ids, tau, sq: bool):
 
 
 def _dlogits_at(z, start, ids, V, tau, shift, log_s, sum_sq, g, g_sq):
-    "Cotangent of the raw logits chunk: (scatter of g at the ids - (sum_k g_k) p + g_sq 2 p (p - S)) / tau."
+    """Cotangent of the raw logits chunk: (scatter of g at the ids - (sum_k g_k) p + g_sq 2 p (p -
+    S)) / tau."""
     N, width = z.shape
     p = jnp.exp((z - shift[:, None]) / tau - log_s[:, None])
     dz = jnp.zeros_like(z)
     if g is not None:
-        g = jnp.where((ids >= 0) & (ids < V), g, 0.0)  # empty slots and unreadable ids carry no gradient
+        # empty slots and unreadable ids carry no gradient
+        g = jnp.where((ids >= 0) & (ids < V), g, 0.0)
         rows = jnp.broadcast_to(jnp.arange(N)[:, None], ids.shape)
         dz = dz.at[rows, _columns(ids, start, width)].add(g, mode="drop") - g.sum(-1)[:, None] * p
     if g_sq is not None:
@@ -409,13 +445,18 @@ def _cotangent(g, ct):
 # %% ../nbs/03h_logits.ipynb #3bdcf026
 @partial(jax.custom_vjp, nondiff_argnums=(3, 4))
 def _at_logits(logits, ids, tau, C, sq):
-    "(log-probs at ids, sum p^2) of logits [N, V] over chunks of C columns; the custom VJP rule is below."
-    lp, sum_sq, _, _ = _forward_at(_slicer(logits, stat_dtype(logits.dtype)), logits.shape[1], C, ids, tau, sq)
+    """(log-probs at ids, sum p^2) of logits [N, V] over chunks of C columns; the custom VJP rule is
+    below."""
+    lp, sum_sq, _, _ = _forward_at(
+        _slicer(logits, stat_dtype(logits.dtype)), logits.shape[1], C, ids, tau, sq
+    )
     return lp, sum_sq
 
 
 def _at_logits_fwd(logits, ids, tau, C, sq):
-    lp, sum_sq, shift, log_s = _forward_at(_slicer(logits, stat_dtype(logits.dtype)), logits.shape[1], C, ids, tau, sq)
+    lp, sum_sq, shift, log_s = _forward_at(
+        _slicer(logits, stat_dtype(logits.dtype)), logits.shape[1], C, ids, tau, sq
+    )
     return (lp, sum_sq), (logits, ids, tau, shift, log_s, sum_sq)
 
 
@@ -425,7 +466,9 @@ def _at_logits_bwd(C, sq, res, g):
     g_lp, g_sq = _cotangent(g[0], ct), _cotangent(g[1], ct)
 
     def step(dl, start, width, z):
-        d = _dlogits_at(z, start, ids, V, tau, shift, log_s, sum_sq, g_lp, g_sq).astype(logits.dtype)
+        d = _dlogits_at(z, start, ids, V, tau, shift, log_s, sum_sq, g_lp, g_sq).astype(
+            logits.dtype
+        )
         return jax.lax.dynamic_update_slice_in_dim(dl, d, start, axis=1)
 
     init = lambda start, z: step(jnp.zeros(logits.shape, logits.dtype), start, z.shape[1], z)
@@ -437,7 +480,8 @@ _at_logits.defvjp(_at_logits_fwd, _at_logits_bwd)
 
 @partial(jax.custom_vjp, nondiff_argnums=(4, 5))
 def _at_linear(hidden, weight, ids, tau, C, sq):
-    "(log-probs at ids, sum p^2) of hidden [N, D] @ weight [D, V], chunk by chunk; the custom VJP rule is below."
+    """(log-probs at ids, sum p^2) of hidden [N, D] @ weight [D, V], chunk by chunk; the custom VJP
+    rule is below."""
     ct = stat_dtype(jnp.result_type(hidden, weight))
     lp, sum_sq, _, _ = _forward_at(_projector(hidden, weight, ct), weight.shape[1], C, ids, tau, sq)
     return lp, sum_sq
@@ -445,7 +489,9 @@ def _at_linear(hidden, weight, ids, tau, C, sq):
 
 def _at_linear_fwd(hidden, weight, ids, tau, C, sq):
     ct = stat_dtype(jnp.result_type(hidden, weight))
-    lp, sum_sq, shift, log_s = _forward_at(_projector(hidden, weight, ct), weight.shape[1], C, ids, tau, sq)
+    lp, sum_sq, shift, log_s = _forward_at(
+        _projector(hidden, weight, ct), weight.shape[1], C, ids, tau, sq
+    )
     return (lp, sum_sq), (hidden, weight, ids, tau, shift, log_s, sum_sq)
 
 
@@ -467,7 +513,9 @@ def _at_linear_bwd(C, sq, res, g):
 
     def init(start, z):
         dh, dw_c = grads(start, z.shape[1], z)
-        return dh, jax.lax.dynamic_update_slice_in_dim(jnp.zeros(weight.shape, weight.dtype), dw_c, start, axis=1)
+        return dh, jax.lax.dynamic_update_slice_in_dim(
+            jnp.zeros(weight.shape, weight.dtype), dw_c, start, axis=1
+        )
 
     dh, dw = _backward(_projector(hidden, weight, ct), V, C, step, init)
     return dh.astype(hidden.dtype), dw, None, jnp.zeros_like(tau)
@@ -476,113 +524,6 @@ def _at_linear_bwd(C, sq, res, g):
 _at_linear.defvjp(_at_linear_fwd, _at_linear_bwd)
 
 # %% ../nbs/03h_logits.ipynb #96f84784
-def _top_k(get, V: int, C: int, k: int, tau):
-    """Log-probs [N, k] and ids [N, k] of the k largest logits of each row, sorted (value descending, id ascending).
-
-    The chunks are read in increasing column order with the ragged tail last, so that of two equal logits
-    the lower id is kept first; a slot left without a finite logit has id -1 and log-prob -inf.
-    """
-    full, r = V // C, V % C  # full >= 1: the chunk is never wider than V
-    z0 = get(0, C)
-    N = z0.shape[0]
-
-    def fold(carry, z, start):
-        vals, cols, m, s = carry
-        vals, pos = jax.lax.top_k(jnp.concatenate([vals, z], axis=1), k)  # the k best of the old k and the chunk
-        kept = jnp.take_along_axis(cols, jnp.minimum(pos, k - 1), axis=1)
-        cols = jnp.where(pos < k, kept, start + (pos - k).astype(cols.dtype))  # no [N, k + C] array of column ids
-        m_new = jnp.maximum(m, z.max(-1))
-        ref = _reference(m_new)
-        s = jnp.exp((m - ref) / tau) * s + jnp.exp((z - ref[:, None]) / tau).sum(-1)
-        return vals, cols, m_new, s
-
-    carry = (jnp.full((N, k), -jnp.inf, z0.dtype), jnp.full((N, k), -1, jnp.int32),
-             jnp.full((N,), -jnp.inf, z0.dtype), jnp.zeros((N,), z0.dtype))
-    carry = fold(carry, z0, 0)
-    if full > 1:
-        carry = jax.lax.fori_loop(1, full, lambda i, c: fold(c, get(i * C, C), i * C), carry)
-    if r:
-        carry = fold(carry, get(full * C, r), full * C)
-    vals, cols, m, s = carry
-    lp = (vals - _reference(m)[:, None]) / tau - jnp.log(s)[:, None]
-    cols = jnp.where(jnp.isneginf(vals), -1, cols)
-    return jnp.where(cols >= 0, lp, -jnp.inf), cols
-
-
-def _nucleus(lp, cols, top_p, renormalize: bool):
-    """Keep-mask of sorted candidates under top-p: keep c iff the mass of strictly larger logits is < top_p.
-
-    `lp` [N, K] are full-vocabulary log-probs sorted descending (-inf where `cols` is -1). With `renormalize`,
-    the masses are those of the distribution renormalised over the candidates (top-k first, then top-p).
-    Returns (keep [N, K], the candidates' probabilities [N, K]).
-    """
-    valid = cols >= 0
-    lp0 = jnp.where(valid, lp, -jnp.inf)
-    if renormalize:
-        m = _reference(lp0.max(-1, keepdims=True))
-        e = jnp.where(valid, jnp.exp(jnp.where(valid, lp, 0.0) - m), 0.0)
-        p = e / jnp.maximum(e.sum(-1, keepdims=True), jnp.finfo(e.dtype).tiny)
-    else:
-        p = jnp.where(valid, jnp.exp(jnp.where(valid, lp, 0.0)), 0.0)
-    before = jnp.cumsum(p, -1) - p  # mass of the candidates ranked before c
-    idx = jnp.arange(lp.shape[-1])
-    new = jnp.concatenate([jnp.ones_like(valid[:, :1]), lp0[:, 1:] != lp0[:, :-1]], -1)
-    first = jax.lax.cummax(jnp.where(new, idx, 0), axis=1)  # first candidate of c's group of equal logits
-    above = jnp.take_along_axis(before, first, -1)            # mass of the strictly larger logits
-    return valid & ((above < top_p) | (top_p >= 1.0)), p
-
-# %% ../nbs/03h_logits.ipynb #127fe411
-def _ids(fn: str, name: str, ids, B: int, T: int, V: int, what: str):
-    a = jnp.asarray(ids)
-    if not jnp.issubdtype(a.dtype, jnp.integer):
-        raise ValueError(f"{fn}: `{name}` must be an integer array of vocabulary ids; got dtype {a.dtype}")
-    check_rank(fn, name, a, 3, layout="[B, T, K]")
-    if a.shape[:2] != (B, T) or a.shape[2] == 0:
-        raise ValueError(f"{fn}: `{name}` must be [B, T, K] with [B, T] = {shape_text((B, T))} and K >= 1; "
-                         f"got shape {shape_text(a.shape)}")
-    check_ids_or_padding(fn, name, ids, V, what)
-    return a.reshape(B * T, a.shape[2])
-
-
-def _hidden_weight(fn: str, hidden, weight):
-    h = as_float(fn, "hidden", hidden)
-    check_rank(fn, "hidden", h, 3, layout="[B, T, D]")
-    w = as_float(fn, "weight", weight)
-    check_rank(fn, "weight", w, 2, layout="[D, V]")
-    check_dim(fn, "weight", w, 0, h.shape[2], "[D, V]", f"D = {h.shape[2]}, the last axis of `hidden`")
-    if w.shape[1] == 0:
-        raise ValueError(f"{fn}: `weight` must have a non-empty vocabulary axis V; got shape {shape_text(w.shape)}")
-    return h, w
-
-
-def _tokens_1(fn: str, tokens, B: int, T: int, V: int, source: str):
-    y = as_ids(fn, "tokens", tokens, (B, T), like=f"{source}[..., 0]")
-    check_ids_below(fn, "tokens", tokens, V, f"the vocabulary axis of `{'logits' if source == 'logits' else 'weight'}`")
-    return y.reshape(B * T, 1)
-
-
-def _k(fn: str, name: str, k, V: int) -> int:
-    k = check_int(fn, name, k, 1)
-    if k > V:
-        raise ValueError(f"{fn}: `{name}` must be <= V = {V}, the vocabulary size; got {k}")
-    return k
-
-
-def _renormalize_on_support(lp):
-    "lp [N, 1 + K]: the token's log-prob, then the support's; the token's log-prob renormalised on support + token."
-    y, rest = lp[:, 0], lp[:, 1:]
-    m = jnp.maximum(y, rest.max(-1))  # y is finite wherever the token is readable
-    m = jnp.where(jnp.isfinite(m), m, 0.0)
-    live = rest > -jnp.inf
-    tot = jnp.exp(y - m) + jnp.sum(jnp.where(live, jnp.exp(jnp.where(live, rest, 0.0) - m[:, None]), 0.0), -1)
-    return y - (m + jnp.log(tot))
-
-
-def _support_ids(tokens, support):
-    "[N, 1 + K]: the token, then the support with the token's own slot emptied (it is counted once)."
-    return jnp.concatenate([tokens, jnp.where(support == tokens, -1, support)], axis=1)
-
-# %% ../nbs/03h_logits.ipynb #24d32787
 def log_probs_at(logits, ids, temperature=1.0):
     """log_softmax(logits / temperature) at K given ids per position, over vocabulary chunks, in at least float32.
 
@@ -591,16 +532,17 @@ def log_probs_at(logits, ids, temperature=1.0):
     logits
         [B, T, V] floating: the policy's logits
     ids
-        [B, T, K] integer: vocabulary ids in [0, V), or -1 for an empty slot (log-prob -inf, no gradient);
-        NumPy values are checked, a JAX array is not (an id outside [-1, V) then gives NaN there)
+        [B, T, K] integer: vocabulary ids in [0, V), or -1 for an empty slot (log-prob -inf, no
+        gradient); NumPy values are checked, a JAX array is not (an id outside [-1, V) then gives
+        NaN there)
     temperature
         float > 0 or a JAX scalar (traced, unread): the sampling temperature; it carries no gradient
 
     Returns
     -------
     jax.Array
-        [B, T, K] float32 (float64 for float64 logits): the log-probs; the gradient w.r.t. `logits` is
-        (sum_k g_k onehot(ids_k) - (sum_k g_k) p) / temperature, computed chunk by chunk
+        [B, T, K] float32 (float64 for float64 logits): the log-probs; the gradient w.r.t. `logits`
+        is (sum_k g_k onehot(ids_k) - (sum_k g_k) p) / temperature, computed chunk by chunk
     """
     fn = "log_probs_at"
     z, _ = _logits_and_tokens(fn, logits, None)
@@ -609,6 +551,22 @@ def log_probs_at(logits, ids, temperature=1.0):
     tau, C = _temperature(fn, temperature), _chunk(fn, None, V)
     lp, _ = _at_logits(*vary_together(z.reshape(B * T, V), i), tau, C, False)
     return lp.reshape(B, T, -1)
+
+
+def _ids(fn: str, name: str, ids, B: int, T: int, V: int, what: str):
+    a = jnp.asarray(ids)
+    if not jnp.issubdtype(a.dtype, jnp.integer):
+        raise ValueError(
+            f"{fn}: `{name}` must be an integer array of vocabulary ids; got dtype {a.dtype}"
+        )
+    check_rank(fn, name, a, 3, layout="[B, T, K]")
+    if a.shape[:2] != (B, T) or a.shape[2] == 0:
+        raise ValueError(
+            f"{fn}: `{name}` must be [B, T, K] with [B, T] = {shape_text((B, T))} and K >= 1; "
+            f"got shape {shape_text(a.shape)}"
+        )
+    check_ids_or_padding(fn, name, ids, V, what)
+    return a.reshape(B * T, a.shape[2])
 
 
 def linear_log_probs_at(hidden, weight, ids, temperature=1.0, chunk_size=None):
@@ -630,8 +588,9 @@ def linear_log_probs_at(hidden, weight, ids, temperature=1.0, chunk_size=None):
     Returns
     -------
     jax.Array
-        [B, T, K] in at least float32: the log-probs, differentiable w.r.t. `hidden` and `weight` (gradients in
-        their own dtypes); peak temporary memory grows with B * T * chunk_size, not B * T * V
+        [B, T, K] in at least float32: the log-probs, differentiable w.r.t. `hidden` and `weight`
+        (gradients in their own dtypes); peak temporary memory grows with B * T * chunk_size, not B
+        * T * V
     """
     fn = "linear_log_probs_at"
     h, w = _hidden_weight(fn, hidden, weight)
@@ -642,7 +601,23 @@ def linear_log_probs_at(hidden, weight, ids, temperature=1.0, chunk_size=None):
     lp, _ = _at_linear(h, w, i, tau, C, False)
     return lp.reshape(B, T, -1)
 
-# %% ../nbs/03h_logits.ipynb #2065273e
+
+def _hidden_weight(fn: str, hidden, weight):
+    h = as_float(fn, "hidden", hidden)
+    check_rank(fn, "hidden", h, 3, layout="[B, T, D]")
+    w = as_float(fn, "weight", weight)
+    check_rank(fn, "weight", w, 2, layout="[D, V]")
+    check_dim(
+        fn, "weight", w, 0, h.shape[2], "[D, V]", f"D = {h.shape[2]}, the last axis of `hidden`"
+    )
+    if w.shape[1] == 0:
+        raise ValueError(
+            f"{fn}: `weight` must have a non-empty vocabulary axis V; got shape"
+            f" {shape_text(w.shape)}"
+        )
+    return h, w
+
+# %% ../nbs/03h_logits.ipynb #e1d5e10f
 def top_k_log_probs(logits, k, temperature=1.0):
     """The k largest log_softmax(logits / temperature) values of each position and their ids, over vocabulary chunks.
 
@@ -658,17 +633,63 @@ def top_k_log_probs(logits, k, temperature=1.0):
     Returns
     -------
     tuple
-        (log_probs [B, T, k] in at least float32, ids [B, T, k] int32), sorted by log-prob descending and, among
-        equal logits, by id ascending; a slot without a finite logit has id -1 and log-prob -inf. No gradient:
-        the top-k is data; use `log_probs_at` for differentiable log-probs at these ids
+        (log_probs [B, T, k] in at least float32, ids [B, T, k] int32), sorted by log-prob
+        descending and, among equal logits, by id ascending; a slot without a finite logit has id -1
+        and log-prob -inf. No gradient: the top-k is data; use `log_probs_at` for differentiable
+        log-probs at these ids
     """
     fn = "top_k_log_probs"
     z, _ = _logits_and_tokens(fn, logits, None)
     B, T, V = z.shape
     k, tau, C = _k(fn, "k", k, V), _temperature(fn, temperature), _chunk(fn, None, V)
     ct = stat_dtype(z.dtype)
-    lp, ids = _top_k(_slicer(jax.lax.stop_gradient(z.reshape(B * T, V)), ct), V, C, k, jax.lax.stop_gradient(tau))
+    lp, ids = _top_k(
+        _slicer(jax.lax.stop_gradient(z.reshape(B * T, V)), ct), V, C, k, jax.lax.stop_gradient(tau)
+    )
     return lp.reshape(B, T, k), ids.reshape(B, T, k)
+
+
+def _top_k(get, V: int, C: int, k: int, tau):
+    """Log-probs [N, k] and ids [N, k] of the k largest logits of each row, sorted (value descending, id ascending).
+
+    The chunks are read in increasing column order with the ragged tail last, so that of two equal
+    logits the lower id is kept first; a slot left without a finite logit has id -1 and log-prob
+    -inf.
+    """
+    full, r = V // C, V % C  # full >= 1: the chunk is never wider than V
+    z0 = get(0, C)
+    N = z0.shape[0]
+
+    def fold(carry, z, start):
+        vals, cols, m, s = carry
+        # the k best of the old k and the chunk
+        vals, pos = jax.lax.top_k(jnp.concatenate([vals, z], axis=1), k)
+        kept = jnp.take_along_axis(cols, jnp.minimum(pos, k - 1), axis=1)
+        # no [N, k + C] array of column ids
+        cols = jnp.where(pos < k, kept, start + (pos - k).astype(cols.dtype))
+        m_new = jnp.maximum(m, z.max(-1))
+        ref = _reference(m_new)
+        s = jnp.exp((m - ref) / tau) * s + jnp.exp((z - ref[:, None]) / tau).sum(-1)
+        return vals, cols, m_new, s
+
+    carry = (jnp.full((N, k), -jnp.inf, z0.dtype), jnp.full((N, k), -1, jnp.int32),
+             jnp.full((N,), -jnp.inf, z0.dtype), jnp.zeros((N,), z0.dtype))
+    carry = fold(carry, z0, 0)
+    if full > 1:
+        carry = jax.lax.fori_loop(1, full, lambda i, c: fold(c, get(i * C, C), i * C), carry)
+    if r:
+        carry = fold(carry, get(full * C, r), full * C)
+    vals, cols, m, s = carry
+    lp = (vals - _reference(m)[:, None]) / tau - jnp.log(s)[:, None]
+    cols = jnp.where(jnp.isneginf(vals), -1, cols)
+    return jnp.where(cols >= 0, lp, -jnp.inf), cols
+
+
+def _k(fn: str, name: str, k, V: int) -> int:
+    k = check_int(fn, name, k, 1)
+    if k > V:
+        raise ValueError(f"{fn}: `{name}` must be <= V = {V}, the vocabulary size; got {k}")
+    return k
 
 
 def linear_top_k_log_probs(hidden, weight, k, temperature=1.0, chunk_size=None):
@@ -690,8 +711,8 @@ def linear_top_k_log_probs(hidden, weight, k, temperature=1.0, chunk_size=None):
     Returns
     -------
     tuple
-        (log_probs [B, T, k] in at least float32, ids [B, T, k] int32), as `top_k_log_probs` on hidden @ weight;
-        no gradient; temporary memory grows with B * T * (chunk_size + k)
+        (log_probs [B, T, k] in at least float32, ids [B, T, k] int32), as `top_k_log_probs` on
+        hidden @ weight; no gradient; temporary memory grows with B * T * (chunk_size + k)
     """
     fn = "linear_top_k_log_probs"
     h, w = _hidden_weight(fn, hidden, weight)
@@ -744,8 +765,8 @@ def linear_sum_pi_squared(hidden, weight, temperature=1.0, chunk_size=None):
     Returns
     -------
     jax.Array
-        [B, T] in at least float32, differentiable w.r.t. `hidden` and `weight`; peak temporary memory grows
-        with B * T * chunk_size
+        [B, T] in at least float32, differentiable w.r.t. `hidden` and `weight`; peak temporary
+        memory grows with B * T * chunk_size
     """
     fn = "linear_sum_pi_squared"
     h, w = _hidden_weight(fn, hidden, weight)
@@ -766,8 +787,9 @@ def log_probs_on_support(logits, tokens, support, temperature=1.0):
     tokens
         [B, T] integer: the sampled tokens y, in [0, V)
     support
-        [B, T, K] integer: the ids the sampler could draw at each position (its top-p / top-k nucleus), -1 for
-        an empty slot; the sampled token is always counted, once, whether it is listed or not
+        [B, T, K] integer: the ids the sampler could draw at each position (its top-p / top-k
+        nucleus), -1 for an empty slot; the sampled token is always counted, once, whether it is
+        listed or not
     temperature
         float > 0 or a JAX scalar (traced, unread): the sampling temperature; it carries no gradient
 
@@ -787,6 +809,37 @@ def log_probs_on_support(logits, tokens, support, temperature=1.0):
     return _renormalize_on_support(lp).reshape(B, T)
 
 
+def _tokens_1(fn: str, tokens, B: int, T: int, V: int, source: str):
+    y = as_ids(fn, "tokens", tokens, (B, T), like=f"{source}[..., 0]")
+    check_ids_below(
+        fn,
+        "tokens",
+        tokens,
+        V,
+        f"the vocabulary axis of `{'logits' if source == 'logits' else 'weight'}`",
+    )
+    return y.reshape(B * T, 1)
+
+
+def _renormalize_on_support(lp):
+    """lp [N, 1 + K]: the token's log-prob, then the support's; the token's log-prob renormalised on
+    support + token."""
+    y, rest = lp[:, 0], lp[:, 1:]
+    m = jnp.maximum(y, rest.max(-1))  # y is finite wherever the token is readable
+    m = jnp.where(jnp.isfinite(m), m, 0.0)
+    live = rest > -jnp.inf
+    tot = jnp.exp(y - m) + jnp.sum(
+        jnp.where(live, jnp.exp(jnp.where(live, rest, 0.0) - m[:, None]), 0.0), -1
+    )
+    return y - (m + jnp.log(tot))
+
+
+def _support_ids(tokens, support):
+    """[N, 1 + K]: the token, then the support with the token's own slot emptied (it is counted
+    once)."""
+    return jnp.concatenate([tokens, jnp.where(support == tokens, -1, support)], axis=1)
+
+
 def linear_log_probs_on_support(hidden, weight, tokens, support, temperature=1.0, chunk_size=None):
     """log p(y) renormalised on the sampler's support for z = hidden @ weight, never forming z.
 
@@ -799,7 +852,8 @@ def linear_log_probs_on_support(hidden, weight, tokens, support, temperature=1.0
     tokens
         [B, T] integer: the sampled tokens y, in [0, V)
     support
-        [B, T, K] integer: the sampler's support ids, -1 for an empty slot; y is always counted, once
+        [B, T, K] integer: the sampler's support ids, -1 for an empty slot; y is always counted,
+        once
     temperature
         float > 0 or a JAX scalar (traced, unread): the sampling temperature; it carries no gradient
     chunk_size
@@ -808,8 +862,8 @@ def linear_log_probs_on_support(hidden, weight, tokens, support, temperature=1.0
     Returns
     -------
     jax.Array
-        [B, T] in at least float32, at most 0, differentiable w.r.t. `hidden` and `weight`; peak temporary
-        memory grows with B * T * chunk_size
+        [B, T] in at least float32, at most 0, differentiable w.r.t. `hidden` and `weight`; peak
+        temporary memory grows with B * T * chunk_size
     """
     fn = "linear_log_probs_on_support"
     h, w = _hidden_weight(fn, hidden, weight)
@@ -822,32 +876,6 @@ def linear_log_probs_on_support(hidden, weight, tokens, support, temperature=1.0
     return _renormalize_on_support(lp).reshape(B, T)
 
 # %% ../nbs/03h_logits.ipynb #d9446dd5
-def _sampler_args(fn, top_k, top_p, max_support, V):
-    p = check_number(fn, "top_p", top_p, lambda v: 0.0 < v <= 1.0, "in (0, 1]")
-    if top_k is not None:
-        k = _k(fn, "top_k", top_k, V)
-        if max_support is not None:
-            raise ValueError(f"{fn}: `max_support` must be None when `top_k` is given (the top-k are the candidates); "
-                             f"got {max_support!r}")
-        return k, p, True
-    if isinstance(p, float) and p == 1.0:
-        raise ValueError(f"{fn}: `top_k` is None and `top_p` is 1.0: the support is the whole vocabulary; "
-                         f"give a `top_k`, or a `top_p` < 1")
-    if max_support is None:
-        raise ValueError(f"{fn}: `max_support` is required without `top_k`: the number of candidates among which "
-                         f"the nucleus is found (a static int)")
-    return _k(fn, "max_support", max_support, V), p, False
-
-
-def _support_from_candidates(lp, cols, p, has_top_k: bool, every: bool):
-    keep, _ = _nucleus(lp, cols, p, has_top_k)
-    if has_top_k or every:
-        complete = jnp.ones(keep.shape[:1], bool)
-    else:  # the nucleus ends inside the candidates iff one of them is dropped, or every finite logit is a candidate
-        complete = ((cols >= 0) & ~keep).any(-1) | (cols < 0).any(-1)
-    return jnp.where(keep, cols, -1), complete
-
-
 def sampler_support(logits, top_k=None, top_p=1.0, temperature=1.0, max_support=None):
     """The support a top-k / top-p sampler draws from at each position (vLLM's rule, as NeMo-RL replays it).
 
@@ -856,35 +884,102 @@ def sampler_support(logits, top_k=None, top_p=1.0, temperature=1.0, max_support=
     logits
         [B, T, V] floating: the logits the support is recomputed from
     top_k
-        int or None: keep the top_k largest logits (lower id first among equal ones), a static Python int in [1, V]
+        int or None: keep the top_k largest logits (lower id first among equal ones), a static
+        Python int in [1, V]
     top_p
-        float in (0, 1] or a JAX scalar (traced, unread): then keep a token iff the probability of the strictly
-        larger logits (renormalised over the top_k when there is one) is < top_p; 1.0 keeps every candidate
+        float in (0, 1] or a JAX scalar (traced, unread): then keep a token iff the probability of
+        the strictly larger logits (renormalised over the top_k when there is one) is < top_p; 1.0
+        keeps every candidate
     temperature
         float > 0 or a JAX scalar (traced, unread): the sampling temperature
     max_support
-        int or None: without `top_k`, how many candidates the nucleus is looked for among (static, required
-        then); None when `top_k` is given
+        int or None: without `top_k`, how many candidates the nucleus is looked for among (static,
+        required then); None when `top_k` is given
 
     Returns
     -------
     tuple
-        (support [B, T, K] int32 ids sorted by probability, -1 in the slots not kept; complete [B, T] bool,
-        False where the nucleus may extend beyond the `max_support` candidates: every candidate is kept and
-        none is dropped to show where it ends); no gradient
+        (support [B, T, K] int32 ids sorted by probability, -1 in the slots not kept; complete [B,
+        T] bool, False where the nucleus may extend beyond the `max_support` candidates: every
+        candidate is kept and none is dropped to show where it ends); no gradient
     """
     fn = "sampler_support"
     z, _ = _logits_and_tokens(fn, logits, None)
     B, T, V = z.shape
     K, p, has_k = _sampler_args(fn, top_k, top_p, max_support, V)
     tau, C = _temperature(fn, temperature), _chunk(fn, None, V)
-    lp, cols = _top_k(_slicer(jax.lax.stop_gradient(z.reshape(B * T, V)), stat_dtype(z.dtype)), V, C, K,
-                      jax.lax.stop_gradient(tau))
+    lp, cols = _top_k(
+        _slicer(jax.lax.stop_gradient(z.reshape(B * T, V)), stat_dtype(z.dtype)),
+        V,
+        C,
+        K,
+        jax.lax.stop_gradient(tau),
+    )
     ids, complete = _support_from_candidates(lp, cols, p, has_k, K == V)
     return ids.reshape(B, T, K), complete.reshape(B, T)
 
 
-def linear_sampler_support(hidden, weight, top_k=None, top_p=1.0, temperature=1.0, max_support=None, chunk_size=None):
+def _nucleus(lp, cols, top_p, renormalize: bool):
+    """Keep-mask of sorted candidates under top-p: keep c iff the mass of strictly larger logits is < top_p.
+
+    `lp` [N, K] are full-vocabulary log-probs sorted descending (-inf where `cols` is -1). With
+    `renormalize`, the masses are those of the distribution renormalised over the candidates (top-k
+    first, then top-p). Returns (keep [N, K], the candidates' probabilities [N, K]).
+    """
+    valid = cols >= 0
+    lp0 = jnp.where(valid, lp, -jnp.inf)
+    if renormalize:
+        m = _reference(lp0.max(-1, keepdims=True))
+        e = jnp.where(valid, jnp.exp(jnp.where(valid, lp, 0.0) - m), 0.0)
+        p = e / jnp.maximum(e.sum(-1, keepdims=True), jnp.finfo(e.dtype).tiny)
+    else:
+        p = jnp.where(valid, jnp.exp(jnp.where(valid, lp, 0.0)), 0.0)
+    before = jnp.cumsum(p, -1) - p  # mass of the candidates ranked before c
+    idx = jnp.arange(lp.shape[-1])
+    new = jnp.concatenate([jnp.ones_like(valid[:, :1]), lp0[:, 1:] != lp0[:, :-1]], -1)
+    # first candidate of c's group of equal logits
+    first = jax.lax.cummax(jnp.where(new, idx, 0), axis=1)
+    above = jnp.take_along_axis(before, first, -1)            # mass of the strictly larger logits
+    return valid & ((above < top_p) | (top_p >= 1.0)), p
+
+
+def _sampler_args(fn, top_k, top_p, max_support, V):
+    p = check_number(fn, "top_p", top_p, lambda v: 0.0 < v <= 1.0, "in (0, 1]")
+    if top_k is not None:
+        k = _k(fn, "top_k", top_k, V)
+        if max_support is not None:
+            raise ValueError(
+                f"{fn}: `max_support` must be None when `top_k` is given (the top-k are the"
+                f" candidates); got {max_support!r}"
+            )
+        return k, p, True
+    if isinstance(p, float) and p == 1.0:
+        raise ValueError(
+            f"{fn}: `top_k` is None and `top_p` is 1.0: the support is the whole vocabulary; "
+            "give a `top_k`, or a `top_p` < 1"
+        )
+    if max_support is None:
+        raise ValueError(
+            f"{fn}: `max_support` is required without `top_k`: the number of candidates among which"
+            " the nucleus is found (a static int)"
+        )
+    return _k(fn, "max_support", max_support, V), p, False
+
+
+def _support_from_candidates(lp, cols, p, has_top_k: bool, every: bool):
+    keep, _ = _nucleus(lp, cols, p, has_top_k)
+    if has_top_k or every:
+        complete = jnp.ones(keep.shape[:1], bool)
+    # the nucleus ends inside the candidates iff one of them is dropped, or every finite logit is a
+    # candidate
+    else:
+        complete = ((cols >= 0) & ~keep).any(-1) | (cols < 0).any(-1)
+    return jnp.where(keep, cols, -1), complete
+
+
+def linear_sampler_support(
+    hidden, weight, top_k=None, top_p=1.0, temperature=1.0, max_support=None, chunk_size=None
+):
     """`sampler_support` for the logits hidden @ weight, never forming them.
 
     Parameters
@@ -907,8 +1002,8 @@ def linear_sampler_support(hidden, weight, top_k=None, top_p=1.0, temperature=1.
     Returns
     -------
     tuple
-        (support [B, T, K] int32, complete [B, T] bool), as `sampler_support`; temporary memory grows with
-        B * T * (chunk_size + K)
+        (support [B, T, K] int32, complete [B, T] bool), as `sampler_support`; temporary memory
+        grows with B * T * (chunk_size + K)
     """
     fn = "linear_sampler_support"
     h, w = _hidden_weight(fn, hidden, weight)

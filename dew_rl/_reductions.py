@@ -10,8 +10,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ._checks import (as_float, as_ids, as_mask, check_absent, check_axes, check_choice, check_flag, check_number,
-                            check_present, check_rank, stat_dtype)
+from ._checks import (as_float, as_ids, as_mask, check_absent, check_axes, check_choice,
+                            check_flag, check_number, check_present, check_rank, stat_dtype)
 from ._ops import count_kept, dense_ids, sum_over
 
 # %% auto #0
@@ -19,7 +19,8 @@ __all__ = ['STATS_EPS', 'AGGREGATION_MODES', 'masked_mean', 'masked_whiten', 'gl
            'response_mean', 'aggregate', 'loss_counts', 'sample_weights', 'segment_mean']
 
 # %% ../nbs/01_reductions.ipynb #0b8958fc
-STATS_EPS = 1e-8  # added to the count of masked_mean and to the count and variance of masked_whiten (verl, Tunix)
+# added to the count of masked_mean and to the count and variance of masked_whiten (verl, Tunix)
+STATS_EPS = 1e-8
 
 
 def masked_mean(x, mask, axis=None) -> jax.Array:
@@ -50,8 +51,28 @@ def masked_mean(x, mask, axis=None) -> jax.Array:
     return (total / (count + STATS_EPS)).astype(x.dtype)
 
 # %% ../nbs/01_reductions.ipynb #d3f50a81
+def masked_whiten(x, mask) -> jax.Array:
+    """`(x - mean) * rsqrt(var + 1e-8)` with the masked mean and the unbiased (Bessel) masked variance.
+
+    Parameters
+    ----------
+    x
+        any shape (typically [B, T] advantages), floating (integers are upcast): the values
+    mask
+        0/1 (bool, int or float), the shape of `x`; the statistics use every kept position of the
+        array
+
+    Returns
+    -------
+    jax.Array
+        the shape and floating dtype of `x`; positions outside the mask keep their whitened value
+    """
+    return _whiten("masked_whiten", x, mask, None)
+
+
 def _whiten(fn: str, x, mask, axis_name) -> jax.Array:
-    "Masked Bessel whitening with the statistics of every kept position (of every shard along `axis_name`)."
+    """Masked Bessel whitening with the statistics of every kept position (of every shard along
+    `axis_name`)."""
     x = as_float(fn, "x", x, allow_int=True)
     keep = as_mask(fn, mask, x.shape)
     ct = stat_dtype(x.dtype)
@@ -67,24 +88,6 @@ def _whiten(fn: str, x, mask, axis_name) -> jax.Array:
     outside = (xc - jax.lax.stop_gradient(mean)) * jax.lax.stop_gradient(rstd)
     return jnp.where(keep, centred * rstd, outside).astype(x.dtype)
 
-
-def masked_whiten(x, mask) -> jax.Array:
-    """`(x - mean) * rsqrt(var + 1e-8)` with the masked mean and the unbiased (Bessel) masked variance.
-
-    Parameters
-    ----------
-    x
-        any shape (typically [B, T] advantages), floating (integers are upcast): the values
-    mask
-        0/1 (bool, int or float), the shape of `x`; the statistics use every kept position of the array
-
-    Returns
-    -------
-    jax.Array
-        the shape and floating dtype of `x`; positions outside the mask keep their whitened value
-    """
-    return _whiten("masked_whiten", x, mask, None)
-
 # %% ../nbs/01_reductions.ipynb #bed0f5b7
 def global_masked_whiten(x, mask, axis_name=None) -> jax.Array:
     """`masked_whiten` over every kept position of every shard: `(x - mean) * rsqrt(var + 1e-8)`, Bessel variance.
@@ -92,11 +95,13 @@ def global_masked_whiten(x, mask, axis_name=None) -> jax.Array:
     Parameters
     ----------
     x
-        any shape (typically [B, T] advantages, e.g. from `gae_raw`), floating: the values of this shard
+        any shape (typically [B, T] advantages, e.g. from `gae_raw`), floating: the values of this
+        shard
     mask
         0/1, the shape of `x`
     axis_name
-        the mapped (data-parallel) axis whose shards together form the population; None: this array alone
+        the mapped (data-parallel) axis whose shards together form the population; None: this array
+        alone
 
     Returns
     -------
@@ -112,13 +117,6 @@ class LossCounts(NamedTuple):
     tokens: jax.Array  # int32 scalar: kept positions (summed over the data-parallel axis)
 
 
-def _check_counts(fn: str, counts) -> LossCounts | None:
-    if counts is not None and not isinstance(counts, LossCounts):
-        raise ValueError(f"{fn}: `counts` must be None or the LossCounts that `loss_counts` returns; "
-                         f"got {type(counts).__name__}")
-    return counts
-
-
 def token_mean(x, mask, axis_name=None, counts=None) -> jax.Array:
     """Sum of `x` over the kept positions divided by their exact count (no epsilon).
 
@@ -131,12 +129,14 @@ def token_mean(x, mask, axis_name=None, counts=None) -> jax.Array:
     axis_name
         mapped axis to sum numerator and count over (data-parallel global mean)
     counts
-        None, or `loss_counts` of the whole mini-batch: divide by its token count instead of this batch's
+        None, or `loss_counts` of the whole mini-batch: divide by its token count instead of this
+        batch's
 
     Returns
     -------
     jax.Array
-        scalar in the caller's floating dtype; exactly 0 (with a zero gradient) when no position is kept anywhere
+        scalar in the caller's floating dtype; exactly 0 (with a zero gradient) when no position is
+        kept anywhere
     """
     fn = "token_mean"
     x = as_float(fn, "x", x, allow_int=True)
@@ -148,6 +148,15 @@ def token_mean(x, mask, axis_name=None, counts=None) -> jax.Array:
     if counts is not None:
         count = counts.tokens
     return (total / jnp.maximum(count, 1).astype(ct)).astype(x.dtype)  # nothing kept: 0 / 1
+
+
+def _check_counts(fn: str, counts) -> LossCounts | None:
+    if counts is not None and not isinstance(counts, LossCounts):
+        raise ValueError(
+            f"{fn}: `counts` must be None or the LossCounts that `loss_counts` returns; "
+            f"got {type(counts).__name__}"
+        )
+    return counts
 
 # %% ../nbs/01_reductions.ipynb #e5fd90fb
 def response_mean(x, mask, axis_name=None, counts=None) -> jax.Array:
@@ -162,7 +171,8 @@ def response_mean(x, mask, axis_name=None, counts=None) -> jax.Array:
     axis_name
         mapped axis: rows of every shard count in the mean
     counts
-        None, or `loss_counts` of the whole mini-batch: divide by its number of rows instead of this batch's
+        None, or `loss_counts` of the whole mini-batch: divide by its number of rows instead of this
+        batch's
 
     Returns
     -------
@@ -215,7 +225,10 @@ def aggregate(x, mask, mode: str, axis_name=None, norm=None, counts=None) -> jax
     fn = "aggregate"
     check_choice(fn, "mode", mode, AGGREGATION_MODES)
     if norm is not None and mode != "seq-mean-token-sum-norm":
-        raise ValueError(f"{fn}: `norm` is used only by mode 'seq-mean-token-sum-norm'; got norm={norm!r} with mode {mode!r}")
+        raise ValueError(
+            f"{fn}: `norm` is used only by mode 'seq-mean-token-sum-norm'; got norm={norm!r} with"
+            f" mode {mode!r}"
+        )
     if norm is not None:
         check_number(fn, "norm", norm, lambda v: v > 0, "a positive number")
     x = as_float(fn, "x", x, allow_int=True)
@@ -243,8 +256,9 @@ def aggregate(x, mask, mode: str, axis_name=None, norm=None, counts=None) -> jax
 def loss_counts(mask, axis_name=None) -> LossCounts:
     """The denominators of a whole mini-batch: `LossCounts(rows=B, tokens=kept positions)`, summed over `axis_name`.
 
-    This counts a mask. `dew_rl.objectives.loss_counts(rollout, axis_name)` is the same counts taken from the
-    rollout that `objectives.advantages` returned, whose mask (after dynamic sampling) is the one the loss trains on.
+    This counts a mask. `dew_rl.objectives.loss_counts(rollout, axis_name)` is the same counts taken
+    from the rollout that `objectives.advantages` returned, whose mask (after dynamic sampling) is
+    the one the loss trains on.
 
     Parameters
     ----------
@@ -273,9 +287,11 @@ def sample_weights(mask, difficulty=None, difficulty_loss_weight=False, length_l
     Parameters
     ----------
     mask
-        0/1 [B, T]: the loss mask of the whole mini-batch on this shard (the lengths are its row counts)
+        0/1 [B, T]: the loss mask of the whole mini-batch on this shard (the lengths are its row
+        counts)
     difficulty
-        [B] floating, the prompt difficulty in [0, 1] (clipped), read only with `difficulty_loss_weight`
+        [B] floating, the prompt difficulty in [0, 1] (clipped), read only with
+        `difficulty_loss_weight`
     difficulty_loss_weight
         bool, ROLL's `difficulty_loss_weight`: multiply by 0.5 + 1.5 * clip(difficulty, 0, 1)
     length_loss_weight
@@ -286,8 +302,8 @@ def sample_weights(mask, difficulty=None, difficulty_loss_weight=False, length_l
     Returns
     -------
     jax.Array
-        [B] float32 weights, normalised to sum B over the (global) batch; multiply the per-token loss by
-        `weights[:, None]` before `aggregate`
+        [B] float32 weights, normalised to sum B over the (global) batch; multiply the per-token
+        loss by `weights[:, None]` before `aggregate`
     """
     fn = "sample_weights"
     mask = jnp.asarray(mask)
@@ -298,13 +314,18 @@ def sample_weights(mask, difficulty=None, difficulty_loss_weight=False, length_l
     if difficulty_loss_weight:
         check_present(fn, "difficulty", difficulty, "by difficulty_loss_weight=True")
     else:
-        check_absent(fn, "difficulty", difficulty, "unless difficulty_loss_weight=True (the only reader)")
+        check_absent(
+            fn, "difficulty", difficulty, "unless difficulty_loss_weight=True (the only reader)"
+        )
     B = mask.shape[0]
     w = jnp.ones((B,), jnp.float32)
     if difficulty_loss_weight:
         d = as_float(fn, "difficulty", difficulty, allow_int=True)
         if d.shape != (B,):
-            raise ValueError(f"{fn}: `difficulty` must be [B] with B = {B} (one per row of `mask`); got shape {tuple(d.shape)}")
+            raise ValueError(
+                f"{fn}: `difficulty` must be [B] with B = {B} (one per row of `mask`); got shape"
+                f" {tuple(d.shape)}"
+            )
         w = w * (0.5 + 1.5 * jnp.clip(d.astype(jnp.float32), 0.0, 1.0))
     if length_loss_weight:
         lengths = count_kept(keep, axis=-1).astype(jnp.float32)
@@ -342,7 +363,9 @@ def segment_mean(x, mask, segments) -> jax.Array:
     ct = stat_dtype(x.dtype)
     rank = dense_ids(segments)  # each row's segment ids as dense ranks 0, 1, ... (ids are per row)
     flat = (jnp.arange(B, dtype=jnp.int32)[:, None] * T + rank).reshape(-1)
-    sums = jax.ops.segment_sum(jnp.where(keep, x.astype(ct), 0).reshape(-1), flat, num_segments=B * T)
+    sums = jax.ops.segment_sum(
+        jnp.where(keep, x.astype(ct), 0).reshape(-1), flat, num_segments=B * T
+    )
     counts = jax.ops.segment_sum(keep.reshape(-1).astype(jnp.int32), flat, num_segments=B * T)
     means = sums / jnp.maximum(counts, 1).astype(ct)
     return means[flat].reshape(B, T).astype(x.dtype)

@@ -134,12 +134,7 @@ def misplaced(text: str, public=PUBLIC) -> list[str]:
     return out
 
 
-# Chapters edited on other branches when this check was written, whose order is fixed after the merge:
-# each is a strict xfail, so that the one that is fixed fails here until it leaves this set.
-PENDING = {"00a_checks", "01_reductions", "02a_gae", "03g_preference", "03h_logits",
-           "03i_weighted_policy_gradients", "03p_distillation"}
-CHAPTERS = [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason="reordered after the merge"))
-            if p.stem in PENDING else p for p in sorted((ROOT / "nbs").glob("[0-9]*.md"))]
+CHAPTERS = sorted((ROOT / "nbs").glob("[0-9]*.md"))
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)

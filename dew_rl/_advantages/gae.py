@@ -9,70 +9,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import as_float, as_mask, check_dim, check_int, check_number, check_rank, check_same_shape, stat_dtype
+from .._checks import (as_float, as_mask, check_dim, check_int, check_number, check_rank,
+                            check_same_shape, stat_dtype)
 from .._reductions import masked_whiten
 
 # %% auto #0
 __all__ = ['gae_raw', 'gae']
 
 # %% ../../nbs/02a_gae.ipynb #6321edfc
-def _gae_step(carry, xs):
-    "One position of every row, right to left; a masked step passes (V_next, Â_next) through."
-    g, gl, v_next, a_next = carry
-    r_t, v_t, k_t = xs
-    a_t = jnp.where(k_t, r_t + g * v_next - v_t + gl * a_next, a_next)
-    return (g, gl, jnp.where(k_t, v_t, v_next), a_t), a_t
-
-
-def _gae_scan(fn, token_rewards, values, mask, gamma, lam, chunk=None):
-    """Checked inputs -> (raw advantages in the compute dtype, keep, values, compute dtype, output dtype).
-
-    `chunk=None`: one sequential scan over T. An int, or "sqrt" for about √T: the two-level recursion in chunks
-    of `chunk` positions."""
-    r = as_float(fn, "token_rewards", token_rewards)
-    check_rank(fn, "token_rewards", r, 2)
-    v = as_float(fn, "values", values)
-    check_rank(fn, "values", v, 2)
-    check_same_shape(fn, "values", v, "token_rewards", r)
-    keep = as_mask(fn, mask, r.shape, like="token_rewards")
-    per_row = np.ndim(lam) == 1  # one λ per row [B] (VAPO's length-adaptive λ): each row discounts by its own γλ
-    for name, value in (("gamma", gamma),) + (() if per_row else (("lam", lam),)):
-        check_number(fn, name, value, lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
-    if per_row:
-        lam = _row_lambda(fn, lam, r.shape[0], chunk)
-    out = jnp.result_type(r.dtype, v.dtype)
-    ct = stat_dtype(out)
-    # targets carry no gradient; masked positions are replaced before any arithmetic
-    r_k = jnp.where(keep, jax.lax.stop_gradient(r).astype(ct), 0)
-    v_k = jnp.where(keep, jax.lax.stop_gradient(v).astype(ct), 0)
-    g = jnp.asarray(gamma, ct)
-    gl = g * jnp.asarray(lam, ct)
-    if chunk is not None and r.shape[1] > 0:
-        return _two_level(r_k, v_k, keep, g, gl, chunk), keep, v, ct, out
-    zeros = jnp.zeros_like(r_k[:, 0])  # shaped like the data: varies over a shard_map axis as the inputs do
-    _, adv = jax.lax.scan(_gae_step, (g, gl, zeros, zeros), (r_k.T, v_k.T, keep.T), reverse=True)
-    return adv.T, keep, v, ct, out
-
-
-def _row_lambda(fn, lam, B, chunk):
-    "A per-row λ [B]: floating, one per row, host values in [0, 1] (a JAX array is not read); the one-level scan only."
-    if chunk is not None:
-        raise ValueError(f"{fn}: a per-row `lam` [B] runs by the one-level scan; pass a scalar `lam` with `chunk`")
-    if not isinstance(lam, jax.Array):
-        host = np.asarray(lam, np.float64)
-        if host.size and not ((host >= 0) & (host <= 1)).all():
-            raise ValueError(f"{fn}: `lam` must be in [0, 1]; got values in [{host.min()}, {host.max()}]")
-    lam = as_float(fn, "lam", lam, allow_int=True)
-    check_dim(fn, "lam", lam, 0, B, "a number or [B]", f"one λ per row, B = {B}")
-    return lam
-
-
-def _whitened(adv, keep, v, ct, out):
-    "`gae`'s outputs from `_gae_scan`'s: Â whitened over the valid tokens, and the returns Â + V before it."
-    returns = adv + jax.lax.stop_gradient(v).astype(ct)
-    return masked_whiten(adv, keep).astype(out), returns.astype(out)
-
-
 def gae_raw(token_rewards, values, mask, gamma, lam) -> jax.Array:
     """Unwhitened GAE advantages, by a float32 (at least) reverse scan with the masked-step carry.
 
@@ -87,17 +31,84 @@ def gae_raw(token_rewards, values, mask, gamma, lam) -> jax.Array:
     gamma
         discount γ in [0, 1]: a Python number or a 0-d array (may be traced)
     lam
-        GAE λ in [0, 1]: a Python number or a 0-d array (may be traced), or a [B] array, one λ per row
-        (VAPO's length-adaptive λ; see the token-baselines chapter)
+        GAE λ in [0, 1]: a Python number or a 0-d array (may be traced), or a [B] array, one λ per
+        row (VAPO's length-adaptive λ; see the token-baselines chapter)
 
     Returns
     -------
     jax.Array
-        unwhitened Â [B, T] in the caller's dtype; a masked position holds the next valid step's Â (0 after
-        the last)
+        unwhitened Â [B, T] in the caller's dtype; a masked position holds the next valid step's Â
+        (0 after the last)
     """
     adv, _, _, _, out = _gae_scan("gae_raw", token_rewards, values, mask, gamma, lam)
     return adv.astype(out)
+
+
+def _gae_step(carry, xs):
+    "One position of every row, right to left; a masked step passes (V_next, Â_next) through."
+    g, gl, v_next, a_next = carry
+    r_t, v_t, k_t = xs
+    a_t = jnp.where(k_t, r_t + g * v_next - v_t + gl * a_next, a_next)
+    return (g, gl, jnp.where(k_t, v_t, v_next), a_t), a_t
+
+
+def _gae_scan(fn, token_rewards, values, mask, gamma, lam, chunk=None):
+    """Checked inputs -> (raw advantages in the compute dtype, keep, values, compute dtype, output dtype).
+
+    `chunk=None`: one sequential scan over T. An int, or "sqrt" for about √T: the two-level
+    recursion in chunks
+    of `chunk` positions."""
+    r = as_float(fn, "token_rewards", token_rewards)
+    check_rank(fn, "token_rewards", r, 2)
+    v = as_float(fn, "values", values)
+    check_rank(fn, "values", v, 2)
+    check_same_shape(fn, "values", v, "token_rewards", r)
+    keep = as_mask(fn, mask, r.shape, like="token_rewards")
+    # one λ per row [B] (VAPO's length-adaptive λ): each row discounts by its own γλ
+    per_row = np.ndim(lam) == 1
+    for name, value in (("gamma", gamma),) + (() if per_row else (("lam", lam),)):
+        check_number(fn, name, value, lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
+    if per_row:
+        lam = _row_lambda(fn, lam, r.shape[0], chunk)
+    out = jnp.result_type(r.dtype, v.dtype)
+    ct = stat_dtype(out)
+    # targets carry no gradient; masked positions are replaced before any arithmetic
+    r_k = jnp.where(keep, jax.lax.stop_gradient(r).astype(ct), 0)
+    v_k = jnp.where(keep, jax.lax.stop_gradient(v).astype(ct), 0)
+    g = jnp.asarray(gamma, ct)
+    gl = g * jnp.asarray(lam, ct)
+    if chunk is not None and r.shape[1] > 0:
+        return _two_level(r_k, v_k, keep, g, gl, chunk), keep, v, ct, out
+    # shaped like the data: varies over a shard_map axis as the inputs do
+    zeros = jnp.zeros_like(r_k[:, 0])
+    _, adv = jax.lax.scan(_gae_step, (g, gl, zeros, zeros), (r_k.T, v_k.T, keep.T), reverse=True)
+    return adv.T, keep, v, ct, out
+
+
+def _row_lambda(fn, lam, B, chunk):
+    """A per-row λ [B]: floating, one per row, host values in [0, 1] (a JAX array is not read); the
+    one-level scan only."""
+    if chunk is not None:
+        raise ValueError(
+            f"{fn}: a per-row `lam` [B] runs by the one-level scan; pass a scalar `lam` with"
+            " `chunk`"
+        )
+    if not isinstance(lam, jax.Array):
+        host = np.asarray(lam, np.float64)
+        if host.size and not ((host >= 0) & (host <= 1)).all():
+            raise ValueError(
+                f"{fn}: `lam` must be in [0, 1]; got values in [{host.min()}, {host.max()}]"
+            )
+    lam = as_float(fn, "lam", lam, allow_int=True)
+    check_dim(fn, "lam", lam, 0, B, "a number or [B]", f"one λ per row, B = {B}")
+    return lam
+
+
+def _whitened(adv, keep, v, ct, out):
+    """`gae`'s outputs from `_gae_scan`'s: Â whitened over the valid tokens, and the returns Â + V
+    before it."""
+    returns = adv + jax.lax.stop_gradient(v).astype(ct)
+    return masked_whiten(adv, keep).astype(out), returns.astype(out)
 
 # %% ../../nbs/02a_gae.ipynb #ce726262
 def gae(token_rewards, values, mask, gamma, lam) -> tuple[jax.Array, jax.Array]:
@@ -114,8 +125,8 @@ def gae(token_rewards, values, mask, gamma, lam) -> tuple[jax.Array, jax.Array]:
     gamma
         discount γ in [0, 1]: a Python number or a 0-d array (may be traced)
     lam
-        GAE λ in [0, 1]: a Python number or a 0-d array (may be traced), or a [B] array, one λ per row
-        (VAPO's length-adaptive λ; see the token-baselines chapter)
+        GAE λ in [0, 1]: a Python number or a 0-d array (may be traced), or a [B] array, one λ per
+        row (VAPO's length-adaptive λ; see the token-baselines chapter)
 
     Returns
     -------
@@ -127,7 +138,8 @@ def gae(token_rewards, values, mask, gamma, lam) -> tuple[jax.Array, jax.Array]:
 # %% ../../nbs/02a_gae.ipynb #9792db88
 def _two_level_step(carry, xs):
     """One position of every chunk, right to left: the chunk-local recursion, and how the carry entering the
-    chunk reaches this position (alpha for Â_in, beta for V_in; d = 1 while V_next is still V_in)."""
+    chunk reaches this position (alpha for Â_in, beta for V_in; d = 1 while V_next is still V_in).
+    """
     g, gl, v_next, a_next, alpha, beta, d = carry
     r_t, v_t, k_t = xs
     a_t = jnp.where(k_t, r_t + g * v_next - v_t + gl * a_next, a_next)
@@ -138,7 +150,8 @@ def _two_level_step(carry, xs):
 
 
 def _chunk_step(carry, xs):
-    "One chunk of every row, right to left: the chunk's affine map applied to the carry entering it."
+    """One chunk of every row, right to left: the chunk's affine map applied to the carry entering
+    it."""
     v_in, a_in = carry
     v0, a0, alpha0, beta0, d0 = xs
     return (v0 + d0 * v_in, a0 + alpha0 * a_in + beta0 * v_in), (v_in, a_in)
@@ -152,29 +165,44 @@ def _two_level(r_k, v_k, keep, g, gl, chunk):
     pad = n * C - T
     if pad:  # masked positions after the end pass every carry through
         r_k, v_k, keep = (jnp.pad(a, ((0, 0), (0, pad))) for a in (r_k, v_k, keep))
-    lanes = lambda a: a.reshape(B, n, C).transpose(2, 0, 1)  # [C, B, n]: position in the chunk leads
+    # [C, B, n]: position in the chunk leads
+    lanes = lambda a: a.reshape(B, n, C).transpose(2, 0, 1)
     R, V, K = lanes(r_k), lanes(v_k), lanes(keep)
-    zeros = jnp.zeros_like(R[0])  # shaped like the data: varies over a shard_map axis as the inputs do
+    # shaped like the data: varies over a shard_map axis as the inputs do
+    zeros = jnp.zeros_like(R[0])
     (_, _, v0, a0, alpha0, beta0, d0), (a, alpha, beta) = jax.lax.scan(
-        _two_level_step, (g, gl, zeros, zeros, zeros + 1, zeros, zeros + 1), (R, V, K), reverse=True)
+        _two_level_step, (g, gl, zeros, zeros, zeros + 1, zeros, zeros + 1), (R, V, K), reverse=True
+    )
     z = jnp.zeros_like(r_k[:, 0])
-    _, (v_in, a_in) = jax.lax.scan(_chunk_step, (z, z), (v0.T, a0.T, alpha0.T, beta0.T, d0.T), reverse=True)
+    _, (v_in, a_in) = jax.lax.scan(
+        _chunk_step, (z, z), (v0.T, a0.T, alpha0.T, beta0.T, d0.T), reverse=True
+    )
     adv = a + alpha * a_in.T[None] + beta * v_in.T[None]
     return adv.transpose(1, 2, 0).reshape(B, n * C)[:, :T]
 
 
 def _chunk_arg(fn, chunk):
-    return chunk if chunk == "sqrt" else check_int(fn, "chunk", chunk, 1, " (positions per chunk) or \"sqrt\"")
+    return (
+        chunk
+        if chunk == "sqrt"
+        else check_int(fn, "chunk", chunk, 1, " (positions per chunk) or \"sqrt\"")
+    )
 
 
 def _gae_raw_two_level(token_rewards, values, mask, gamma, lam, chunk="sqrt") -> jax.Array:
     "`gae_raw` by the two-level recursion, in chunks of `chunk` positions (default: about √T)."
     fn = "_gae_raw_two_level"
-    adv, _, _, _, out = _gae_scan(fn, token_rewards, values, mask, gamma, lam, chunk=_chunk_arg(fn, chunk))
+    adv, _, _, _, out = _gae_scan(
+        fn, token_rewards, values, mask, gamma, lam, chunk=_chunk_arg(fn, chunk)
+    )
     return adv.astype(out)
 
 
-def _gae_two_level(token_rewards, values, mask, gamma, lam, chunk="sqrt") -> tuple[jax.Array, jax.Array]:
+def _gae_two_level(
+    token_rewards, values, mask, gamma, lam, chunk="sqrt"
+) -> tuple[jax.Array, jax.Array]:
     "`gae` by the two-level recursion, in chunks of `chunk` positions (default: about √T)."
     fn = "_gae_two_level"
-    return _whitened(*_gae_scan(fn, token_rewards, values, mask, gamma, lam, chunk=_chunk_arg(fn, chunk)))
+    return _whitened(
+        *_gae_scan(fn, token_rewards, values, mask, gamma, lam, chunk=_chunk_arg(fn, chunk))
+    )

@@ -9,8 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import (as_float, as_mask, check_choice, check_number, check_rank, check_same_shape, shape_text,
-                            stat_dtype, surrogate_inputs)
+from .._checks import (as_float, as_mask, check_choice, check_number, check_rank,
+                            check_same_shape, shape_text, stat_dtype, surrogate_inputs)
 from .._ops import clamp
 from .kl import KL_PENALTY_KINDS, kl_penalty
 
@@ -20,20 +20,6 @@ __all__ = ['DISTILLATION_ADVANTAGE_KINDS', 'DISTILLATION_LOSS_KINDS', 'TOP_K_KL_
 
 # %% ../../nbs/03p_distillation.ipynb #6f1b8bb8
 DISTILLATION_ADVANTAGE_KINDS = ("k1", "kl", "k2", "mse", "k3", "low_var_kl", "abs")
-
-
-def _pair(fn: str, log_probs, teacher_log_probs, mask):
-    "Checked [B, T] student and teacher log-probs, selected by the mask first; the teacher detached."
-    return surrogate_inputs(fn, log_probs, teacher_log_probs, mask, names=("log_probs", "teacher_log_probs"))
-
-
-def _estimate(fn: str, s, t, kind: str, loss_max_clamp):
-    "k_X(student, teacher) per token (verl's kl_penalty names, and 'abs'), clamped to [-c, c] when asked."
-    value = jnp.abs(s - t) if kind == "abs" else kl_penalty(s, t, kind)
-    if loss_max_clamp is not None:
-        c = check_number(fn, "loss_max_clamp", loss_max_clamp, lambda v: 0.0 < v < np.inf, "None or a finite number > 0")
-        value = clamp(value, -c, c)
-    return value
 
 
 def distillation_advantage(log_probs, teacher_log_probs, mask, advantages=None, coef=1.0, kind="k1",
@@ -51,12 +37,14 @@ def distillation_advantage(log_probs, teacher_log_probs, mask, advantages=None, 
     advantages
         None, or [B, T] floating: a task advantage the distillation term is added to (slime, Relax)
     coef
-        float >= 0 or a JAX scalar (traced, unread): the coefficient (slime's and Relax's `opd_kl_coef`)
+        float >= 0 or a JAX scalar (traced, unread): the coefficient (slime's and Relax's
+        `opd_kl_coef`)
     kind
-        one of DISTILLATION_ADVANTAGE_KINDS: the estimator, "k1"/"kl" (default), "k2"/"mse", "k3"/"low_var_kl"
-        (verl's clamped low_var_kl) or "abs"
+        one of DISTILLATION_ADVANTAGE_KINDS: the estimator, "k1"/"kl" (default), "k2"/"mse",
+        "k3"/"low_var_kl" (verl's clamped low_var_kl) or "abs"
     loss_max_clamp
-        None, or a number > 0 (or a JAX scalar): clamp the estimate to [-c, c] first (verl's `loss_max_clamp`)
+        None, or a number > 0 (or a JAX scalar): clamp the estimate to [-c, c] first (verl's
+        `loss_max_clamp`)
 
     Returns
     -------
@@ -65,8 +53,8 @@ def distillation_advantage(log_probs, teacher_log_probs, mask, advantages=None, 
 
     Source
     ------
-    Thinking Machines Lab (2025), "On-Policy Distillation" (no arXiv); MiMo-V2-Flash Technical Report,
-    arXiv:2601.02780 v2 (MOPD)
+    Thinking Machines Lab (2025), "On-Policy Distillation" (no arXiv); MiMo-V2-Flash Technical
+    Report, arXiv:2601.02780 v2 (MOPD)
     """
     fn = "distillation_advantage"
     check_choice(fn, "kind", kind, DISTILLATION_ADVANTAGE_KINDS)
@@ -80,11 +68,37 @@ def distillation_advantage(log_probs, teacher_log_probs, mask, advantages=None, 
         rt = jnp.result_type(rt, a)
     return jax.lax.stop_gradient(jnp.where(keep, out, 0.0)).astype(rt)
 
+
+def _pair(fn: str, log_probs, teacher_log_probs, mask):
+    """Checked [B, T] student and teacher log-probs, selected by the mask first; the teacher
+    detached."""
+    return surrogate_inputs(
+        fn, log_probs, teacher_log_probs, mask, names=("log_probs", "teacher_log_probs")
+    )
+
+
+def _estimate(fn: str, s, t, kind: str, loss_max_clamp):
+    """k_X(student, teacher) per token (verl's kl_penalty names, and 'abs'), clamped to [-c, c] when
+    asked."""
+    value = jnp.abs(s - t) if kind == "abs" else kl_penalty(s, t, kind)
+    if loss_max_clamp is not None:
+        c = check_number(
+            fn,
+            "loss_max_clamp",
+            loss_max_clamp,
+            lambda v: 0.0 < v < np.inf,
+            "None or a finite number > 0",
+        )
+        value = clamp(value, -c, c)
+    return value
+
 # %% ../../nbs/03p_distillation.ipynb #9b408d4a
 DISTILLATION_LOSS_KINDS = KL_PENALTY_KINDS + ("abs",)
 
 
-def distillation_kl_terms(log_probs, teacher_log_probs, mask, kind="k3", loss_max_clamp=None) -> tuple:
+def distillation_kl_terms(
+    log_probs, teacher_log_probs, mask, kind="k3", loss_max_clamp=None
+) -> tuple:
     """Per-token sampled-token distillation loss k_X(log pi_S, log pi_T), clamped to [-c, c], 0 outside the mask.
 
     Parameters
@@ -96,17 +110,18 @@ def distillation_kl_terms(log_probs, teacher_log_probs, mask, kind="k3", loss_ma
     mask
         [B, T] 0/1: the response tokens
     kind
-        one of DISTILLATION_LOSS_KINDS: verl's `loss_mode` estimators, "k3"/"low_var_kl" by default, "k1"/"kl",
-        "k2"/"mse", each optionally with "+" (the value of k_X with the gradient of k2), or "abs"
+        one of DISTILLATION_LOSS_KINDS: verl's `loss_mode` estimators, "k3"/"low_var_kl" by default,
+        "k1"/"kl", "k2"/"mse", each optionally with "+" (the value of k_X with the gradient of k2),
+        or "abs"
     loss_max_clamp
-        None, or a number > 0 (or a JAX scalar): clamp each term to [-c, c] (verl's `loss_max_clamp`; torch's
-        clamp derivative: 1 inside and on a bound, 0 outside)
+        None, or a number > 0 (or a JAX scalar): clamp each term to [-c, c] (verl's
+        `loss_max_clamp`; torch's clamp derivative: 1 inside and on a bound, 0 outside)
 
     Returns
     -------
     tuple
-        ([B, T] terms in the inputs' result dtype, 0 outside the mask, differentiable w.r.t. `log_probs`; {}: no
-        indicators), the pair every `_terms` function returns
+        ([B, T] terms in the inputs' result dtype, 0 outside the mask, differentiable w.r.t.
+        `log_probs`; {}: no indicators), the pair every `_terms` function returns
     """
     fn = "distillation_kl_terms"
     check_choice(fn, "kind", kind, DISTILLATION_LOSS_KINDS)
@@ -117,6 +132,79 @@ def distillation_kl_terms(log_probs, teacher_log_probs, mask, kind="k3", loss_ma
 TOP_K_KL_TYPES = ("forward", "reverse", "mixed", "jsd")
 TOP_K_NORM_MODES = ("tail", "norm", "trunc")
 TOP_K_TAIL_FLOOR = 1e-7  # the top-k log-mass is capped at -1e-7 before the tail is formed (Relax)
+
+
+def top_k_kl(
+    log_probs,
+    teacher_log_probs,
+    mask,
+    kl_type="forward",
+    norm_mode="tail",
+    mixed_kl_weight=0.5,
+    beta=0.5,
+    log_prob_min_clamp=None,
+):
+    """Per-token forward / reverse / mixed / JSD divergence between teacher and student on the teacher's top-k ids.
+
+    Parameters
+    ----------
+    log_probs
+        [B, T, K] floating: the student's log-probs (over its full vocabulary) at the teacher's
+        top-k ids, e.g. from `log_probs_at` or `linear_log_probs_at`; differentiated
+    teacher_log_probs
+        [B, T, K] floating: the teacher's log-probs at those ids, -inf for an empty slot; constants
+    mask
+        [B, T] 0/1: the response tokens
+    kl_type
+        one of TOP_K_KL_TYPES: "forward" KL(P || Q), "reverse" KL(Q || P), "mixed" (NeMo-RL: w
+        forward + (1 - w) reverse), "jsd" (GKD's generalized JSD with TRL's beta; beta = 0 forward,
+        beta = 1 reverse)
+    norm_mode
+        one of TOP_K_NORM_MODES: "tail" (K + 1 bins, the rest of the vocabulary as one), "norm"
+        (both renormalised on the K ids), "trunc" (the top-k masses as they are)
+    mixed_kl_weight
+        float in [0, 1] or a JAX scalar (traced, unread): w of "mixed" (NeMo-RL's name); read only
+        then
+    beta
+        float in [0, 1] or a JAX scalar (traced, unread): beta of "jsd" (TRL's name); read only then
+    log_prob_min_clamp
+        None, or a finite number (or a JAX scalar): raise every log-prob below it to it first (verl,
+        Relax)
+
+    Returns
+    -------
+    jax.Array
+        [B, T] in the inputs' result dtype, 0 outside the mask; differentiable w.r.t. `log_probs`
+
+    Source
+    ------
+    Agarwal et al., On-Policy Distillation of Language Models, arXiv:2306.13649 v3, Eq. 1
+    (generalized JSD)
+    """
+    fn = "top_k_kl"
+    check_choice(fn, "kl_type", kl_type, TOP_K_KL_TYPES)
+    check_choice(fn, "norm_mode", norm_mode, TOP_K_NORM_MODES)
+    s = as_float(fn, "log_probs", log_probs)
+    check_rank(fn, "log_probs", s, 3, layout="[B, T, K]")
+    t = as_float(fn, "teacher_log_probs", teacher_log_probs)
+    check_same_shape(fn, "teacher_log_probs", t, "log_probs", s)
+    keep = as_mask(fn, mask, s.shape[:2], like="log_probs[..., 0]")
+    w = check_number(fn, "mixed_kl_weight", mixed_kl_weight, lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
+    b = check_number(fn, "beta", beta, lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
+    rt = jnp.result_type(s, t)
+    ct = stat_dtype(rt)
+    t = jax.lax.stop_gradient(t)
+    # the teacher's entries; -inf: not among its top-k
+    ok = keep[..., None] & (t > -jnp.inf)
+    s = jnp.where(ok, s.astype(ct), 0.0)                   # selected before any arithmetic
+    t = jnp.where(ok, t.astype(ct), 0.0)
+    if log_prob_min_clamp is not None:
+        lo = check_number(
+            fn, "log_prob_min_clamp", log_prob_min_clamp, np.isfinite, "None or a finite number"
+        )
+        s, t = clamp(s, lo=lo), clamp(t, lo=lo)
+    s, t, ok = _bins(s, t, ok, keep, norm_mode)
+    return jnp.where(keep, _divergence(s, t, ok, kl_type, w, b), 0.0).astype(rt)
 
 
 def _masked_lse(x, ok):
@@ -133,7 +221,8 @@ def _tail(x, ok):
 
 
 def _plogq(a, b, ok):
-    "sum over `ok` of e^a (a - b): 0 where a = -inf (0 log 0), +inf where b = -inf < a; NaN-free gradients."
+    """sum over `ok` of e^a (a - b): 0 where a = -inf (0 log 0), +inf where b = -inf < a; NaN-free
+    gradients."""
     live = ok & (a > -jnp.inf)
     a_, b_ = jnp.where(live, a, 0.0), jnp.where(live, b, 0.0)
     return jnp.sum(jnp.where(live, jnp.exp(a_) * (a_ - b_), 0.0), axis=-1)
@@ -143,7 +232,11 @@ def _bins(s, t, ok, keep, norm_mode):
     "Student and teacher log-bins and their validity under `norm_mode`."
     if norm_mode == "norm":
         has = ok.any(-1, keepdims=True)
-        return s - jnp.where(has, _masked_lse(s, ok), 0.0), t - jnp.where(has, _masked_lse(t, ok), 0.0), ok
+        return (
+            s - jnp.where(has, _masked_lse(s, ok), 0.0),
+            t - jnp.where(has, _masked_lse(t, ok), 0.0),
+            ok,
+        )
     if norm_mode == "tail":
         return (jnp.concatenate([s, _tail(s, ok)], -1), jnp.concatenate([t, _tail(t, ok)], -1),
                 jnp.concatenate([ok, keep[..., None]], -1))
@@ -159,66 +252,10 @@ def _divergence(s, t, ok, kl_type, w, beta):
         return reverse()
     if kl_type == "mixed":
         return w * forward() + (1.0 - w) * reverse()
-    edge = (beta == 0) | (beta == 1)                       # TRL's ends: beta = 0 forward, beta = 1 reverse
-    b = jnp.where(edge, 0.5, beta)                         # a safe interior value where an end is selected
+    # TRL's ends: beta = 0 forward, beta = 1 reverse
+    edge = (beta == 0) | (beta == 1)
+    # a safe interior value where an end is selected
+    b = jnp.where(edge, 0.5, beta)
     log_m = jnp.logaddexp(t + jnp.log(b), s + jnp.log1p(-b))
     jsd = b * _plogq(t, log_m, ok) + (1.0 - b) * _plogq(s, log_m, ok)
     return jnp.where(beta == 0, forward(), jnp.where(beta == 1, reverse(), jsd))
-
-
-def top_k_kl(log_probs, teacher_log_probs, mask, kl_type="forward", norm_mode="tail", mixed_kl_weight=0.5,
-             beta=0.5, log_prob_min_clamp=None):
-    """Per-token forward / reverse / mixed / JSD divergence between teacher and student on the teacher's top-k ids.
-
-    Parameters
-    ----------
-    log_probs
-        [B, T, K] floating: the student's log-probs (over its full vocabulary) at the teacher's top-k ids, e.g.
-        from `log_probs_at` or `linear_log_probs_at`; differentiated
-    teacher_log_probs
-        [B, T, K] floating: the teacher's log-probs at those ids, -inf for an empty slot; constants
-    mask
-        [B, T] 0/1: the response tokens
-    kl_type
-        one of TOP_K_KL_TYPES: "forward" KL(P || Q), "reverse" KL(Q || P), "mixed" (NeMo-RL: w forward +
-        (1 - w) reverse), "jsd" (GKD's generalized JSD with TRL's beta; beta = 0 forward, beta = 1 reverse)
-    norm_mode
-        one of TOP_K_NORM_MODES: "tail" (K + 1 bins, the rest of the vocabulary as one), "norm" (both
-        renormalised on the K ids), "trunc" (the top-k masses as they are)
-    mixed_kl_weight
-        float in [0, 1] or a JAX scalar (traced, unread): w of "mixed" (NeMo-RL's name); read only then
-    beta
-        float in [0, 1] or a JAX scalar (traced, unread): beta of "jsd" (TRL's name); read only then
-    log_prob_min_clamp
-        None, or a finite number (or a JAX scalar): raise every log-prob below it to it first (verl, Relax)
-
-    Returns
-    -------
-    jax.Array
-        [B, T] in the inputs' result dtype, 0 outside the mask; differentiable w.r.t. `log_probs`
-
-    Source
-    ------
-    Agarwal et al., On-Policy Distillation of Language Models, arXiv:2306.13649 v3, Eq. 1 (generalized JSD)
-    """
-    fn = "top_k_kl"
-    check_choice(fn, "kl_type", kl_type, TOP_K_KL_TYPES)
-    check_choice(fn, "norm_mode", norm_mode, TOP_K_NORM_MODES)
-    s = as_float(fn, "log_probs", log_probs)
-    check_rank(fn, "log_probs", s, 3, layout="[B, T, K]")
-    t = as_float(fn, "teacher_log_probs", teacher_log_probs)
-    check_same_shape(fn, "teacher_log_probs", t, "log_probs", s)
-    keep = as_mask(fn, mask, s.shape[:2], like="log_probs[..., 0]")
-    w = check_number(fn, "mixed_kl_weight", mixed_kl_weight, lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
-    b = check_number(fn, "beta", beta, lambda v: 0.0 <= v <= 1.0, "in [0, 1]")
-    rt = jnp.result_type(s, t)
-    ct = stat_dtype(rt)
-    t = jax.lax.stop_gradient(t)
-    ok = keep[..., None] & (t > -jnp.inf)                  # the teacher's entries; -inf: not among its top-k
-    s = jnp.where(ok, s.astype(ct), 0.0)                   # selected before any arithmetic
-    t = jnp.where(ok, t.astype(ct), 0.0)
-    if log_prob_min_clamp is not None:
-        lo = check_number(fn, "log_prob_min_clamp", log_prob_min_clamp, np.isfinite, "None or a finite number")
-        s, t = clamp(s, lo=lo), clamp(t, lo=lo)
-    s, t, ok = _bins(s, t, ok, keep, norm_mode)
-    return jnp.where(keep, _divergence(s, t, ok, kl_type, w, b), 0.0).astype(rt)

@@ -9,43 +9,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._checks import (as_float, as_mask, check_number, check_rank, check_rows, check_same_shape, renamed_argument,
-                            stat_dtype)
+from .._checks import (as_float, as_mask, check_number, check_rank, check_rows,
+                            check_same_shape, renamed_argument, stat_dtype)
 
 # %% auto #0
 __all__ = ['preference_margin', 'preference_logsigmoid', 'preference_ipo']
 
 # %% ../../nbs/03g_preference.ipynb #cd56d19d
-def _side(fn, names, policy, ref, mask, length_normalize):
-    "Sum (or mean) over kept tokens of policy - sg(ref) for one side of the pairs, in float32 or wider."
-    policy_name, ref_name, mask_name = names
-    pol = as_float(fn, policy_name, policy)
-    check_rank(fn, policy_name, pol, 2, layout="[P, T]")
-    r = as_float(fn, ref_name, ref)
-    check_same_shape(fn, ref_name, r, policy_name, pol)
-    keep = as_mask(fn, mask, pol.shape, name=mask_name, like=policy_name)
-    ct = stat_dtype(jnp.result_type(pol, r))
-    diff = (jnp.where(keep, pol, jnp.zeros((), pol.dtype)).astype(ct)
-            - jax.lax.stop_gradient(jnp.where(keep, r, jnp.zeros((), r.dtype))).astype(ct))
-    total = diff.sum(axis=-1)
-    if length_normalize:
-        total = total / jnp.maximum(keep.sum(axis=-1), 1).astype(ct)
-    return total, (pol, r)
-
-
-def _margin(fn, policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen, mask_rejected, length_normalize):
-    chosen, (a, b) = _side(fn, ("policy_chosen", "ref_chosen", "mask_chosen"),
-                           policy_chosen, ref_chosen, mask_chosen, length_normalize)
-    rejected, (c, d) = _side(fn, ("policy_rejected", "ref_rejected", "mask_rejected"),
-                             policy_rejected, ref_rejected, mask_rejected, length_normalize)
-    check_rows(fn, "policy_rejected", rejected, chosen.shape[0], per="pair (row of `policy_chosen`)")
-    ct = jnp.promote_types(chosen.dtype, rejected.dtype)
-    return chosen.astype(ct) - rejected.astype(ct), jnp.result_type(a, b, c, d)
-
-
 @renamed_argument(length_normalise="length_normalize")
-def preference_margin(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen, mask_rejected,
-                      length_normalize: bool = False) -> jax.Array:
+def preference_margin(
+    policy_chosen,
+    policy_rejected,
+    ref_chosen,
+    ref_rejected,
+    mask_chosen,
+    mask_rejected,
+    length_normalize: bool = False,
+) -> jax.Array:
     """Per-pair margin `(pc - rc) - (pr - rr)` of masked sequence log-probabilities (sums, or means).
 
     Parameters
@@ -63,25 +43,74 @@ def preference_margin(policy_chosen, policy_rejected, ref_chosen, ref_rejected, 
     mask_rejected
         0/1 [P, T_r]
     length_normalize
-        mean over kept tokens instead of the sum (max(n, 1) for empty responses). Formerly `length_normalise`:
-        that keyword still works, deprecated (a `DeprecationWarning` once)
+        mean over kept tokens instead of the sum (max(n, 1) for empty responses). Formerly
+        `length_normalise`: that keyword still works, deprecated (a `DeprecationWarning` once)
 
     Returns
     -------
     jax.Array
         [P] margins Delta in the log-probabilities' result dtype
     """
-    delta, out = _margin("preference_margin", policy_chosen, policy_rejected, ref_chosen, ref_rejected,
-                         mask_chosen, mask_rejected, length_normalize)
+    delta, out = _margin(
+        "preference_margin",
+        policy_chosen,
+        policy_rejected,
+        ref_chosen,
+        ref_rejected,
+        mask_chosen,
+        mask_rejected,
+        length_normalize,
+    )
     return delta.astype(out)
 
+
+def _side(fn, names, policy, ref, mask, length_normalize):
+    """Sum (or mean) over kept tokens of policy - sg(ref) for one side of the pairs, in float32 or
+    wider."""
+    policy_name, ref_name, mask_name = names
+    pol = as_float(fn, policy_name, policy)
+    check_rank(fn, policy_name, pol, 2, layout="[P, T]")
+    r = as_float(fn, ref_name, ref)
+    check_same_shape(fn, ref_name, r, policy_name, pol)
+    keep = as_mask(fn, mask, pol.shape, name=mask_name, like=policy_name)
+    ct = stat_dtype(jnp.result_type(pol, r))
+    diff = (jnp.where(keep, pol, jnp.zeros((), pol.dtype)).astype(ct)
+            - jax.lax.stop_gradient(jnp.where(keep, r, jnp.zeros((), r.dtype))).astype(ct))
+    total = diff.sum(axis=-1)
+    if length_normalize:
+        total = total / jnp.maximum(keep.sum(axis=-1), 1).astype(ct)
+    return total, (pol, r)
+
+
+def _margin(
+    fn,
+    policy_chosen,
+    policy_rejected,
+    ref_chosen,
+    ref_rejected,
+    mask_chosen,
+    mask_rejected,
+    length_normalize,
+):
+    chosen, (a, b) = _side(fn, ("policy_chosen", "ref_chosen", "mask_chosen"),
+                           policy_chosen, ref_chosen, mask_chosen, length_normalize)
+    rejected, (c, d) = _side(fn, ("policy_rejected", "ref_rejected", "mask_rejected"),
+                             policy_rejected, ref_rejected, mask_rejected, length_normalize)
+    check_rows(
+        fn, "policy_rejected", rejected, chosen.shape[0], per="pair (row of `policy_chosen`)"
+    )
+    ct = jnp.promote_types(chosen.dtype, rejected.dtype)
+    return chosen.astype(ct) - rejected.astype(ct), jnp.result_type(a, b, c, d)
+
 # %% ../../nbs/03g_preference.ipynb #d8cec2ff
-def preference_logsigmoid(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen, mask_rejected, beta) -> jax.Array:
+def preference_logsigmoid(
+    policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen, mask_rejected, beta
+) -> jax.Array:
     """DPO: mean over pairs of `-log_sigmoid(beta * ((pc - rc) - (pr - rr)))`, summed masked log-probs.
 
-    Superseded by `dpo_loss(..., beta, loss_type="sigmoid")[0]` (The preference family), the same loss to float32
-    round-off (this chapter's tests check it), with TRL's other loss types and metrics; kept, with the contract's
-    signature, as an alias of that call.
+    Superseded by `dpo_loss(..., beta, loss_type="sigmoid")[0]` (The preference family), the same
+    loss to float32 round-off (this chapter's tests check it), with TRL's other loss types and
+    metrics; kept, with the contract's signature, as an alias of that call.
 
     Parameters
     ----------
@@ -107,18 +136,36 @@ def preference_logsigmoid(policy_chosen, policy_rejected, ref_chosen, ref_reject
     """
     fn = "preference_logsigmoid"
     check_number(fn, "beta", beta, lambda b: b > 0 and np.isfinite(b), "a positive number")
-    delta, out = _margin(fn, policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen, mask_rejected, False)
+    delta, out = _margin(
+        fn,
+        policy_chosen,
+        policy_rejected,
+        ref_chosen,
+        ref_rejected,
+        mask_chosen,
+        mask_rejected,
+        False,
+    )
     return (-jax.nn.log_sigmoid(beta * delta)).mean().astype(out)
 
 # %% ../../nbs/03g_preference.ipynb #6efe98fa
 @renamed_argument(length_normalise="length_normalize")
-def preference_ipo(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen, mask_rejected, beta,
-                   length_normalize: bool = False) -> jax.Array:
+def preference_ipo(
+    policy_chosen,
+    policy_rejected,
+    ref_chosen,
+    ref_rejected,
+    mask_chosen,
+    mask_rejected,
+    beta,
+    length_normalize: bool = False,
+) -> jax.Array:
     """IPO (arXiv:2310.12036, Eq. 17): mean over pairs of `(Delta - 1 / (2 beta))^2`.
 
-    With `length_normalize=True`, superseded by `dpo_loss(..., beta, loss_type="ipo")[0]` (TRL's per-token means),
-    the same loss to float32 round-off (this chapter's tests check it); the default, the paper's summed log-probs
-    (OpenRLHF), has no `dpo_loss` spelling and is why this function stays.
+    With `length_normalize=True`, superseded by `dpo_loss(..., beta, loss_type="ipo")[0]` (TRL's
+    per-token means), the same loss to float32 round-off (this chapter's tests check it); the
+    default, the paper's summed log-probs (OpenRLHF), has no `dpo_loss` spelling and is why this
+    function stays.
 
     Parameters
     ----------
@@ -137,8 +184,8 @@ def preference_ipo(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mas
     beta
         beta > 0; the margin's target is 1 / (2 beta)
     length_normalize
-        False: summed log-probs (paper, OpenRLHF); True: per-token means (TRL). Formerly `length_normalise`:
-        that keyword still works, deprecated (a `DeprecationWarning` once)
+        False: summed log-probs (paper, OpenRLHF); True: per-token means (TRL). Formerly
+        `length_normalise`: that keyword still works, deprecated (a `DeprecationWarning` once)
 
     Returns
     -------
@@ -147,6 +194,14 @@ def preference_ipo(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mas
     """
     fn = "preference_ipo"
     check_number(fn, "beta", beta, lambda b: b > 0 and np.isfinite(b), "a positive number")
-    delta, out = _margin(fn, policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen, mask_rejected,
-                         length_normalize)
+    delta, out = _margin(
+        fn,
+        policy_chosen,
+        policy_rejected,
+        ref_chosen,
+        ref_rejected,
+        mask_chosen,
+        mask_rejected,
+        length_normalize,
+    )
     return ((delta - 1.0 / (2.0 * beta)) ** 2).mean().astype(out)

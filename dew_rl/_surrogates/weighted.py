@@ -10,8 +10,8 @@ import math
 import jax
 import jax.numpy as jnp
 
-from .._checks import (as_float, as_groups, as_mask, check_choice, check_number, check_rank, check_same_shape,
-                            renamed_argument, stat_dtype)
+from .._checks import (as_float, as_groups, as_mask, check_choice, check_number, check_rank,
+                            check_same_shape, renamed_argument, stat_dtype)
 from .._ops import clamp, count_kept, group_size, group_sum, groups_of, smaller, sum_over
 from .ratios import LOG_RATIO_CLAMP
 
@@ -30,14 +30,16 @@ def _token_inputs(fn: str, mask, differentiable=("log_probs",), **arrays) -> tup
     mask
         [B, T] 0/1 mask of the shape of the first array
     differentiable
-        names of the arrays that keep their gradient; every other array is returned under stop_gradient
+        names of the arrays that keep their gradient; every other array is returned under
+        stop_gradient
     arrays
         the arrays by argument name, the first one `[B, T]`
 
     Returns
     -------
     tuple
-        (dict of the arrays in the compute dtype, zero outside the mask; keep; compute dtype; result dtype)
+        (dict of the arrays in the compute dtype, zero outside the mask; keep; compute dtype; result
+        dtype)
     """
     checked, first = {}, None
     for name, x in arrays.items():
@@ -64,7 +66,8 @@ def _ratio_of(x) -> jax.Array:
 
 
 def _positive_number(fn: str, name: str, value):
-    "A positive finite hyper-parameter (host numbers checked by value; JAX scalars pass, maybe traced)."
+    """A positive finite hyper-parameter (host numbers checked by value; JAX scalars pass, maybe
+    traced)."""
     return check_number(fn, name, value, lambda v: 0.0 < v < math.inf, "a positive finite number")
 
 
@@ -74,11 +77,14 @@ def _nonnegative_number(fn: str, name: str, value):
 
 
 def _per_row(fn: str, name: str, x, rows: int, like: str) -> jax.Array:
-    "A `[B]` per-response array (rewards, scores), integer or bool accepted, one entry per row of `like`."
+    """A `[B]` per-response array (rewards, scores), integer or bool accepted, one entry per row of
+    `like`."""
     x = as_float(fn, name, x, allow_int=True)
     check_rank(fn, name, x, 1, layout="[B]")
     if x.shape[0] != rows:
-        raise ValueError(f"{fn}: `{name}` must have one entry per row of `{like}` ({rows}); got {x.shape[0]}")
+        raise ValueError(
+            f"{fn}: `{name}` must have one entry per row of `{like}` ({rows}); got {x.shape[0]}"
+        )
     return jax.lax.stop_gradient(x)
 
 # %% ../../nbs/03i_weighted_policy_gradients.ipynb #27d58f20
@@ -99,11 +105,13 @@ def reinforce_terms(log_probs, advantages, mask, weights=None) -> tuple:
     Returns
     -------
     tuple
-        ([B, T] terms, zero outside the mask, in the result dtype of the array inputs; {} (no indicators))
+        ([B, T] terms, zero outside the mask, in the result dtype of the array inputs; {} (no
+        indicators))
 
     Source
     ------
-    Williams 1992; Ahmadian et al. 2024, arXiv:2402.14740v2 (verl `gpg`, NeMo-RL `disable_ppo_ratio`, ROLL `vanilla`)
+    Williams 1992; Ahmadian et al. 2024, arXiv:2402.14740v2 (verl `gpg`, NeMo-RL
+    `disable_ppo_ratio`, ROLL `vanilla`)
     """
     fn = "reinforce_terms"
     arrays = dict(log_probs=log_probs, advantages=advantages)
@@ -141,7 +149,9 @@ def dro_terms(log_probs, old_log_probs, advantages, mask, dro_beta) -> tuple:
     """
     fn = "dro_terms"
     beta = _positive_number(fn, "dro_beta", dro_beta)
-    a, keep, ct, rt = _token_inputs(fn, mask, log_probs=log_probs, old_log_probs=old_log_probs, advantages=advantages)
+    a, keep, ct, rt = _token_inputs(
+        fn, mask, log_probs=log_probs, old_log_probs=old_log_probs, advantages=advantages
+    )
     lp = a["log_probs"]
     d = lp - a["old_log_probs"]
     return jnp.where(keep, -(a["advantages"] * lp - 0.5 * beta * d * d), 0).astype(rt), {}
@@ -162,7 +172,8 @@ def positive_example_nll_terms(log_probs, mask, rewards) -> tuple:
     Returns
     -------
     tuple
-        (terms [B, T], {"positive": bool [B, T], the kept tokens of positive rows: the normaliser's tokens})
+        (terms [B, T], {"positive": bool [B, T], the kept tokens of positive rows: the normaliser's
+        tokens})
 
     Source
     ------
@@ -182,7 +193,8 @@ def topr_terms(log_ratio, log_probs, advantages, mask, scores, topr_positive_wei
     Parameters
     ----------
     log_ratio
-        [B, T] log pi_theta - log pi_old: source of the detached truncated weight (token or sequence ratio)
+        [B, T] log pi_theta - log pi_old: source of the detached truncated weight (token or sequence
+        ratio)
     log_probs
         [B, T] log pi_theta of the sampled tokens (differentiable)
     advantages
@@ -208,7 +220,9 @@ def topr_terms(log_ratio, log_probs, advantages, mask, scores, topr_positive_wei
     fn = "topr_terms"
     wp = _nonnegative_number(fn, "topr_positive_weight", topr_positive_weight)
     wn = _nonnegative_number(fn, "topr_negative_weight", topr_negative_weight)
-    a, keep, ct, rt = _token_inputs(fn, mask, log_ratio=log_ratio, log_probs=log_probs, advantages=advantages)
+    a, keep, ct, rt = _token_inputs(
+        fn, mask, log_ratio=log_ratio, log_probs=log_probs, advantages=advantages
+    )
     pos = (_per_row(fn, "scores", scores, keep.shape[0], "log_ratio") > 0)[:, None]
     rho = _ratio_of(a["log_ratio"])
     w = jnp.where(pos, wp, wn * smaller(rho, 1.0))
@@ -216,8 +230,10 @@ def topr_terms(log_ratio, log_probs, advantages, mask, scores, topr_positive_wei
     return terms, {"clipped": keep & ~pos & (rho > 1.0)}
 
 # %% ../../nbs/03i_weighted_policy_gradients.ipynb #840004ef
-def signed_cispo_terms(log_ratio, log_probs, advantages, mask, epsilon_low=1.0, epsilon_high=4.0) -> tuple:
-    """Per-token CISPO loss with Relax's sign-dependent bound: weight min(rho, 1+eps_h) if A >= 0, else max(rho, 1-eps_l).
+def signed_cispo_terms(
+    log_ratio, log_probs, advantages, mask, epsilon_low=1.0, epsilon_high=4.0
+) -> tuple:
+    """Per-token CISPO loss, Relax's sign-dependent bound: weight min(rho, 1+eps_h) if A >= 0, else max(rho, 1-eps_l).
 
     Parameters
     ----------
@@ -237,17 +253,27 @@ def signed_cispo_terms(log_ratio, log_probs, advantages, mask, epsilon_low=1.0, 
     Returns
     -------
     tuple
-        (terms [B, T], {"clipped": bool [B, T], A >= 0 with rho > 1 + eps_h or A < 0 with rho < 1 - eps_l})
+        (terms [B, T], {"clipped": bool [B, T], A >= 0 with rho > 1 + eps_h or A < 0 with rho < 1 -
+        eps_l})
 
     Source
     ------
-    MiniMax 2025, arXiv:2506.13585v1 (CISPO); the sign-dependent bound of Relax's `compute_cispo_loss`
+    MiniMax 2025, arXiv:2506.13585v1 (CISPO); the sign-dependent bound of Relax's
+    `compute_cispo_loss`
     """
     fn = "signed_cispo_terms"
     lo = check_number(fn, "epsilon_low", epsilon_low, lambda v: 0.0 <= v <= 1.0,
                       "in [0, 1] (lower bound 1 - epsilon_low in [0, 1])")
-    hi = check_number(fn, "epsilon_high", epsilon_high, lambda v: v >= 0.0, ">= 0 (upper bound 1 + epsilon_high >= 1)")
-    a, keep, ct, rt = _token_inputs(fn, mask, log_ratio=log_ratio, log_probs=log_probs, advantages=advantages)
+    hi = check_number(
+        fn,
+        "epsilon_high",
+        epsilon_high,
+        lambda v: v >= 0.0,
+        ">= 0 (upper bound 1 + epsilon_high >= 1)",
+    )
+    a, keep, ct, rt = _token_inputs(
+        fn, mask, log_ratio=log_ratio, log_probs=log_probs, advantages=advantages
+    )
     adv = a["advantages"]
     rho = _ratio_of(a["log_ratio"])
     nonneg = adv >= 0
@@ -257,27 +283,6 @@ def signed_cispo_terms(log_ratio, log_probs, advantages, mask, epsilon_low=1.0, 
 
 # %% ../../nbs/03i_weighted_policy_gradients.ipynb #4062d9cd
 _DPPO_BINARY_KL_EPS = 1e-8  # verl's guard inside the binary KL's second logarithm
-
-
-def _dppo(fn, divergence, log_probs, old_log_probs, advantages, mask, epsilon_low, epsilon_high, clip_ratio_c):
-    lo = _nonnegative_number(fn, "epsilon_low", epsilon_low)
-    hi = _nonnegative_number(fn, "epsilon_high", epsilon_high)
-    c = _positive_number(fn, "clip_ratio_c", clip_ratio_c)
-    a, keep, ct, rt = _token_inputs(fn, mask, log_probs=log_probs, old_log_probs=old_log_probs, advantages=advantages)
-    lp, old, adv = a["log_probs"], a["old_log_probs"], a["advantages"]
-    lp_d = jax.lax.stop_gradient(lp)
-    rho = _ratio_of(lp_d - old)
-    p, p_old = jnp.exp(lp_d), jnp.exp(old)
-    if divergence == "tv":
-        ok_pos, ok_neg = p - p_old <= hi, p - p_old >= -lo
-    else:
-        e = _DPPO_BINARY_KL_EPS
-        kl = p_old * (old - lp_d) + (1.0 - p_old) * jnp.log((1.0 - p_old + e) / (1.0 - p + e))
-        ok_pos, ok_neg = (kl <= hi) | (p <= p_old), (kl <= lo) | (p >= p_old)
-    valid = jnp.where(adv > 0, ok_pos, ok_neg)
-    weight = jnp.where(valid, smaller(rho, c), 0.0)
-    terms = jnp.where(keep, -adv * weight * lp, 0).astype(rt)
-    return terms, {"masked": keep & ~valid, "truncated": keep & valid & (rho > c)}
 
 
 @renamed_argument(clip_ratio_low="epsilon_low", clip_ratio_high="epsilon_high")
@@ -305,14 +310,57 @@ def dppo_tv_terms(log_probs, old_log_probs, advantages, mask, epsilon_low=0.2, e
     Returns
     -------
     tuple
-        (terms [B, T], {"masked": outside the trust region, "truncated": inside it with rho > c}), bool [B, T]
+        (terms [B, T], {"masked": outside the trust region, "truncated": inside it with rho > c}),
+        bool [B, T]
 
     Source
     ------
     Qi et al. 2026, arXiv:2602.04879v1 (verl loss_mode `dppo_tv`)
     """
-    return _dppo("dppo_tv_terms", "tv", log_probs, old_log_probs, advantages, mask, epsilon_low, epsilon_high,
-                 clip_ratio_c)
+    return _dppo(
+        "dppo_tv_terms",
+        "tv",
+        log_probs,
+        old_log_probs,
+        advantages,
+        mask,
+        epsilon_low,
+        epsilon_high,
+        clip_ratio_c,
+    )
+
+
+def _dppo(
+    fn,
+    divergence,
+    log_probs,
+    old_log_probs,
+    advantages,
+    mask,
+    epsilon_low,
+    epsilon_high,
+    clip_ratio_c,
+):
+    lo = _nonnegative_number(fn, "epsilon_low", epsilon_low)
+    hi = _nonnegative_number(fn, "epsilon_high", epsilon_high)
+    c = _positive_number(fn, "clip_ratio_c", clip_ratio_c)
+    a, keep, ct, rt = _token_inputs(
+        fn, mask, log_probs=log_probs, old_log_probs=old_log_probs, advantages=advantages
+    )
+    lp, old, adv = a["log_probs"], a["old_log_probs"], a["advantages"]
+    lp_d = jax.lax.stop_gradient(lp)
+    rho = _ratio_of(lp_d - old)
+    p, p_old = jnp.exp(lp_d), jnp.exp(old)
+    if divergence == "tv":
+        ok_pos, ok_neg = p - p_old <= hi, p - p_old >= -lo
+    else:
+        e = _DPPO_BINARY_KL_EPS
+        kl = p_old * (old - lp_d) + (1.0 - p_old) * jnp.log((1.0 - p_old + e) / (1.0 - p + e))
+        ok_pos, ok_neg = (kl <= hi) | (p <= p_old), (kl <= lo) | (p >= p_old)
+    valid = jnp.where(adv > 0, ok_pos, ok_neg)
+    weight = jnp.where(valid, smaller(rho, c), 0.0)
+    terms = jnp.where(keep, -adv * weight * lp, 0).astype(rt)
+    return terms, {"masked": keep & ~valid, "truncated": keep & valid & (rho > c)}
 
 
 @renamed_argument(clip_ratio_low="epsilon_low", clip_ratio_high="epsilon_high")
@@ -331,31 +379,52 @@ def dppo_kl_terms(log_probs, old_log_probs, advantages, mask, epsilon_low=0.2, e
     mask
         [B, T] 0/1 loss mask
     epsilon_low
-        delta_l >= 0: a token with A <= 0 and p < p_old leaves the loss when its binary KL exceeds delta_l
+        delta_l >= 0: a token with A <= 0 and p < p_old leaves the loss when its binary KL exceeds
+        delta_l
     epsilon_high
-        delta_h >= 0: a token with A > 0 and p > p_old leaves the loss when its binary KL exceeds delta_h
+        delta_h >= 0: a token with A > 0 and p > p_old leaves the loss when its binary KL exceeds
+        delta_h
     clip_ratio_c
         c > 0, the truncation of the detached ratio weight
 
     Returns
     -------
     tuple
-        (terms [B, T], {"masked": outside the trust region, "truncated": inside it with rho > c}), bool [B, T]
+        (terms [B, T], {"masked": outside the trust region, "truncated": inside it with rho > c}),
+        bool [B, T]
 
     Source
     ------
     Qi et al. 2026, arXiv:2602.04879v1 (verl loss_mode `dppo_kl`)
     """
-    return _dppo("dppo_kl_terms", "kl", log_probs, old_log_probs, advantages, mask, epsilon_low, epsilon_high,
-                 clip_ratio_c)
+    return _dppo(
+        "dppo_kl_terms",
+        "kl",
+        log_probs,
+        old_log_probs,
+        advantages,
+        mask,
+        epsilon_low,
+        epsilon_high,
+        clip_ratio_c,
+    )
 
 # %% ../../nbs/03i_weighted_policy_gradients.ipynb #4b90f337
 _VESPO_LOG_W_MIN = math.log(1e-8)  # TRL's lower clamp of the sequence log weight
 
 
-def vespo_terms(log_ratio, log_probs, advantages, mask, vespo_k_pos=2.0, vespo_lambda_pos=3.0, vespo_k_neg=3.0,
-                vespo_lambda_neg=2.0, is_log_ratio=None) -> tuple:
-    """Per-token VESPO loss -sg(phi(w)) A log pi, phi(w) = e^lam w^k e^(-lam w) of the sequence ratio w, (k, lam) by sign(A).
+def vespo_terms(
+    log_ratio,
+    log_probs,
+    advantages,
+    mask,
+    vespo_k_pos=2.0,
+    vespo_lambda_pos=3.0,
+    vespo_k_neg=3.0,
+    vespo_lambda_neg=2.0,
+    is_log_ratio=None,
+) -> tuple:
+    """Per-token VESPO loss -sg(phi(w)) A log pi, phi(w) = e^lam w^k e^(-lam w), w the sequence ratio, (k, lam) by sign A.
 
     Parameters
     ----------
@@ -388,7 +457,10 @@ def vespo_terms(log_ratio, log_probs, advantages, mask, vespo_k_pos=2.0, vespo_l
     arXiv:2602.10693v3 (TRL loss_type `vespo`)
     """
     fn = "vespo_terms"
-    kp, kn = (_nonnegative_number(fn, n, v) for n, v in (("vespo_k_pos", vespo_k_pos), ("vespo_k_neg", vespo_k_neg)))
+    kp, kn = (
+        _nonnegative_number(fn, n, v)
+        for n, v in (("vespo_k_pos", vespo_k_pos), ("vespo_k_neg", vespo_k_neg))
+    )
     lp_, ln_ = (_positive_number(fn, n, v) for n, v in (("vespo_lambda_pos", vespo_lambda_pos),
                                                         ("vespo_lambda_neg", vespo_lambda_neg)))
     arrays = dict(log_ratio=log_ratio, log_probs=log_probs, advantages=advantages)
@@ -397,7 +469,9 @@ def vespo_terms(log_ratio, log_probs, advantages, mask, vespo_k_pos=2.0, vespo_l
     a, keep, ct, rt = _token_inputs(fn, mask, **arrays)
     seq = clamp(a["log_ratio"], -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP).sum(axis=-1, keepdims=True)
     if is_log_ratio is not None:
-        seq = seq + clamp(a["is_log_ratio"], _VESPO_LOG_W_MIN, LOG_RATIO_CLAMP).sum(axis=-1, keepdims=True)
+        seq = seq + clamp(a["is_log_ratio"], _VESPO_LOG_W_MIN, LOG_RATIO_CLAMP).sum(
+            axis=-1, keepdims=True
+        )
     log_w = clamp(seq, _VESPO_LOG_W_MIN, LOG_RATIO_CLAMP)
     adv = a["advantages"]
     nonneg = adv >= 0
@@ -424,7 +498,8 @@ def p3o_ess(log_probs, behavior_log_probs, mask, axis_name=None) -> jax.Array:
     mask
         [B, T] 0/1: the tokens the ESS is taken over
     axis_name
-        None, or a mapped axis: the sums run over every shard (a shard with no valid token contributes 0)
+        None, or a mapped axis: the sums run over every shard (a shard with no valid token
+        contributes 0)
 
     Returns
     -------
@@ -436,7 +511,9 @@ def p3o_ess(log_probs, behavior_log_probs, mask, axis_name=None) -> jax.Array:
     Fakoor et al. 2026, arXiv:2605.12380, Eq. 7 (Relax `finalize_p3o_step_context`)
     """
     fn = "p3o_ess"
-    a, keep, ct, rt = _token_inputs(fn, mask, (), log_probs=log_probs, behavior_log_probs=behavior_log_probs)
+    a, keep, ct, rt = _token_inputs(
+        fn, mask, (), log_probs=log_probs, behavior_log_probs=behavior_log_probs
+    )
     rho = jnp.where(keep, _ratio_of(a["log_probs"] - a["behavior_log_probs"]), 0)
     s1, s2, n = sum_over(axis_name, rho.sum(), (rho * rho).sum(), count_kept(keep).astype(ct))
     ok = n > 0
@@ -444,7 +521,9 @@ def p3o_ess(log_probs, behavior_log_probs, mask, axis_name=None) -> jax.Array:
     return jax.lax.stop_gradient(clamp(ess, 0.0, 1.0))
 
 
-def p3o_terms(log_probs, behavior_log_probs, advantages, mask, ess=None, axis_name=None, kl_mode="proxy") -> tuple:
+def p3o_terms(
+    log_probs, behavior_log_probs, advantages, mask, ess=None, axis_name=None, kl_mode="proxy"
+) -> tuple:
     """Per-token P3O loss -sg(min(rho, ESS)) A log pi + (1 - ESS) k3(pi_theta || pi_behaviour).
 
     Parameters
@@ -458,12 +537,13 @@ def p3o_terms(log_probs, behavior_log_probs, advantages, mask, ess=None, axis_na
     mask
         [B, T] 0/1 loss mask
     ess
-        None (computed by p3o_ess on this batch, over axis_name), or a scalar in [0, 1] computed for the step
+        None (computed by p3o_ess on this batch, over axis_name), or a scalar in [0, 1] computed for
+        the step
     axis_name
         None, or the data-parallel axis the ESS sums run over (when `ess` is None)
     kl_mode
-        "proxy" (autograd through the clamped k3) or "proxy_safe" (same value, derivative 1 - e^clip(-l, -10, 10)
-        everywhere, the clamped tokens included)
+        "proxy" (autograd through the clamped k3) or "proxy_safe" (same value, derivative 1 -
+        e^clip(-l, -10, 10) everywhere, the clamped tokens included)
 
     Returns
     -------
@@ -476,8 +556,9 @@ def p3o_terms(log_probs, behavior_log_probs, advantages, mask, ess=None, axis_na
     """
     fn = "p3o_terms"
     check_choice(fn, "kl_mode", kl_mode, _P3O_KL_MODES)
-    a, keep, ct, rt = _token_inputs(fn, mask, log_probs=log_probs, behavior_log_probs=behavior_log_probs,
-                                   advantages=advantages)
+    a, keep, ct, rt = _token_inputs(
+        fn, mask, log_probs=log_probs, behavior_log_probs=behavior_log_probs, advantages=advantages
+    )
     if ess is None:
         ess = p3o_ess(log_probs, behavior_log_probs, mask, axis_name)
     else:
@@ -503,7 +584,8 @@ def astar_po_value(rewards, group, beta=0.5) -> jax.Array:
     rewards
         [B] floating rewards of responses sampled from the reference policy
     group
-        int G (contiguous groups of G rows) or an integer array [B] of prompt ids (any order, any size)
+        int G (contiguous groups of G rows) or an integer array [B] of prompt ids (any order, any
+        size)
     beta
         beta_1 > 0, the KL temperature of the value estimate (TRL `beta1`, 0.5); may be traced
 
@@ -515,7 +597,8 @@ def astar_po_value(rewards, group, beta=0.5) -> jax.Array:
     Source
     ------
     Brantley et al. 2025, arXiv:2505.20686v1 (A*-PO, stage 1);
-    huggingface/trl@v1.16.0:trl/experimental/a2po/a2po_trainer.py (A2POTrainer._estimate_optimal_values).
+    huggingface/trl@v1.16.0:trl/experimental/a2po/a2po_trainer.py
+    (A2POTrainer._estimate_optimal_values).
     """
     fn = "astar_po_value"
     x, group, dt = as_groups(fn, rewards, group)
@@ -552,8 +635,8 @@ def astar_po_loss_terms(log_probs, ref_log_probs, mask, rewards, values_star, be
     Returns
     -------
     tuple
-        ([B] squared errors, one per response, in the result dtype of the log-prob arrays (the loss is their mean),
-        {}: no indicators), the pair every `_terms` function returns
+        ([B] squared errors, one per response, in the result dtype of the log-prob arrays (the loss
+        is their mean), {}: no indicators), the pair every `_terms` function returns
 
     Source
     ------

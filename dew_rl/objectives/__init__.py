@@ -6,17 +6,21 @@
 __all__ = []
 
 # %% ../../nbs/04d_objectives_api.ipynb #4c8a0cb6
-_before = set(globals())  # the module's own names; what the imports below add is the public namespace
+# the module's own names; what the imports below add is the public namespace
+_before = set(globals())
 from .._checks import EmptyBatchError
-from ._core import (COEFFICIENTS, ESTIMATOR_RECORDS, FIELD_DEFAULTS, LOSS_MODES, ROLLOUT_MODES,
-                                     AdvantageStage, ConfigFields, Estimator, Field, ObjectiveConfig, PolicyStage,
-                                     PreferencePairs, RawAdvantages, Rollout, advantages, loss, loss_counts, loss_norm,
-                                     objective, preference_loss, register_estimator, register_loss_mode,
+from ._core import (COEFFICIENTS, ESTIMATOR_RECORDS, FIELD_DEFAULTS, LOSS_MODES,
+                                     ROLLOUT_MODES, AdvantageStage, ConfigFields, Estimator, Field,
+                                     ObjectiveConfig, PolicyStage, PreferencePairs, RawAdvantages,
+                                     Rollout, advantages, loss, loss_counts, loss_norm, objective,
+                                     preference_loss, register_estimator, register_loss_mode,
                                      rollout_correction_preset, describe)
-from ._estimators import (DEFAULT_AGGREGATION, ESTIMATORS, GROUP_ESTIMATORS, RECIPES, cispo, dapo,
-                                           dpo, dr_grpo, fields_read, gdpo, gpg, grpo, grpo_passk, gspo, opo,
-                                           on_policy_distillation, optimal_token_baseline, ppo, reinforce_plus_plus, reinforce_plus_plus_baseline,
-                                           remax, rloo, sapo)
+from ._estimators import (DEFAULT_AGGREGATION, ESTIMATORS, GROUP_ESTIMATORS,
+                                           RECIPES, cispo, dapo, dpo, dr_grpo, fields_read, gdpo,
+                                           gpg, grpo, grpo_passk, gspo, opo, on_policy_distillation,
+                                           optimal_token_baseline, ppo, reinforce_plus_plus,
+                                           reinforce_plus_plus_baseline, remax, rloo, sapo)
 from ._verl import from_verl
 
-__all__ = [name for name in globals() if name not in _before and not name.startswith("_")]  # the imports are the one list
+# the imports are the one list
+__all__ = [name for name in globals() if name not in _before and not name.startswith("_")]
