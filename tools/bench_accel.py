@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -42,6 +41,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 sys.path.insert(0, str(ROOT / "tools" / "bench_sides"))
+from bench_common import TORCH_NAIVE_STEP, torch_python  # noqa: E402
 
 # nominal peak memory bandwidth, GB/s, by a substring of jax's device_kind (vendor data sheets)
 NOMINAL_GBPS = {"H200": 4800.0, "H100 80GB HBM3": 3350.0, "H100 PCIe": 2000.0, "H100": 3350.0, "A100-SXM4-80GB": 2039.0,
@@ -63,12 +63,8 @@ TORCH_CHILD = textwrap.dedent(r"""
     w = (torch.randn(D, V, device=dev) / D ** 0.5).requires_grad_(True)
     tok = torch.randint(0, V, (N,), device=dev)
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
-    def naive():
-        logp = torch.log_softmax(h @ w, dim=-1)
-        lp = logp.gather(-1, tok[:, None])[:, 0]
-        ent = -(logp.exp() * logp).sum(-1)
-        (lp.sum() + ent.sum()).backward()
-        h.grad = None; w.grad = None
+""") + TORCH_NAIVE_STEP + textwrap.dedent(r"""
+    naive = torch_naive_step
     steps, notes = {"torch naive": naive}, {}
     try:
         from liger_kernel.transformers import LigerFusedLinearCrossEntropyLoss
@@ -168,16 +164,6 @@ def gae_rows(cfg):
         out.append({"shape": [B, T], "forms": {f: {**stats[f], "max_abs_diff_to_gae": err[f], "over_scan": stats[f]["median_s"] / scan}
                                                for f in GAE_FORMS}})
     return out
-
-
-def torch_python():
-    py = os.environ.get("DEW_RL_TORCH_PYTHON")
-    if py:
-        return py, None
-    import refenvs
-    if refenvs.ready("verl"):
-        return str(refenvs.python("verl")), None
-    return None, "no torch: DEW_RL_TORCH_PYTHON not set and the verl environment of tools/refenvs.py not built"
 
 
 def vocab_rows(cfg):

@@ -169,3 +169,28 @@ def serve(build, has) -> None:
         fn, extra = cache[case]
         print(json.dumps({"case": case, "times": timed(fn, int(req["repeat"])), "compile": compile_s, **extra}),
               flush=True)
+
+
+# The vocabulary-path benchmarks' torch side (tools/bench_logits.py, bench_logits_forms.py, bench_accel.py):
+# the naive step, spliced into each child script at module level, where `h`, `w` and `tok` are defined.
+TORCH_NAIVE_STEP = """
+def torch_naive_step():
+    logp = torch.log_softmax(h @ w, dim=-1)
+    lp = logp.gather(-1, tok[:, None])[:, 0]
+    ent = -(logp.exp() * logp).sum(-1)
+    (lp.sum() + ent.sum()).backward()
+    h.grad = None; w.grad = None
+"""
+NO_TORCH = "no torch: DEW_RL_TORCH_PYTHON not set and the verl environment of tools/refenvs.py not built"
+
+
+def torch_python():
+    "(interpreter, None): DEW_RL_TORCH_PYTHON, else the verl environment's python; (None, why) without either."
+    import os
+    py = os.environ.get("DEW_RL_TORCH_PYTHON")
+    if py:
+        return py, None
+    import refenvs  # tools/ is on the path of every bench script
+    if refenvs.ready("verl"):
+        return str(refenvs.python("verl")), None
+    return None, NO_TORCH

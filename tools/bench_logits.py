@@ -51,6 +51,9 @@ import numpy as np
 
 from dew_rl._logits import VOCAB_CHUNK, linear_log_probs_and_entropy
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import TORCH_NAIVE_STEP, torch_python  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "docs" / "bench_logits.json"
 
@@ -62,12 +65,8 @@ TORCH_CHILD = textwrap.dedent(r"""
     h = torch.randn(N, D, requires_grad=True)
     w = (torch.randn(D, V) / D ** 0.5).requires_grad_(True)
     tok = torch.randint(0, V, (N,))
-    def step():
-        logp = torch.log_softmax(h @ w, dim=-1)
-        lp = logp.gather(-1, tok[:, None])[:, 0]
-        ent = -(logp.exp() * logp).sum(-1)
-        (lp.sum() + ent.sum()).backward()
-        h.grad = None; w.grad = None
+""") + TORCH_NAIVE_STEP + textwrap.dedent(r"""
+    step = torch_naive_step
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     if warmup:
         step()
@@ -153,13 +152,9 @@ def bench_distill(V, N, D, C, K, rounds, warmup=True):
 
 
 def torch_start(N, D, V, rounds, warmup):
-    py = os.environ.get("DEW_RL_TORCH_PYTHON")
-    if not py:  # the torch of the verl environment that `make bench` builds (tools/refenvs.py)
-        sys.path.insert(0, str(ROOT / "tools"))
-        import refenvs
-        py = str(refenvs.python("verl")) if refenvs.ready("verl") else None
+    py, why = torch_python()
     if not py:
-        return None, "no torch: DEW_RL_TORCH_PYTHON not set and the verl environment of tools/refenvs.py not built"
+        return None, why
     try:
         proc = subprocess.run([py, "-c", "import torch"], capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as e:

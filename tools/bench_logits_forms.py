@@ -30,6 +30,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import logits_forms  # noqa: E402
+from bench_common import TORCH_NAIVE_STEP, torch_python  # noqa: E402
 from dew_rl._logits import VOCAB_CHUNK, linear_log_probs_and_entropy  # noqa: E402
 
 TORCH_SERVER = textwrap.dedent(r"""
@@ -40,25 +41,13 @@ TORCH_SERVER = textwrap.dedent(r"""
     h = torch.randn(N, D, requires_grad=True)
     w = (torch.randn(D, V) / D ** 0.5).requires_grad_(True)
     tok = torch.randint(0, V, (N,))
-    def step():
-        logp = torch.log_softmax(h @ w, dim=-1)
-        lp = logp.gather(-1, tok[:, None])[:, 0]
-        ent = -(logp.exp() * logp).sum(-1)
-        (lp.sum() + ent.sum()).backward()
-        h.grad = None; w.grad = None
+""") + TORCH_NAIVE_STEP + textwrap.dedent(r"""
+    step = torch_naive_step
     step()
     print(json.dumps({"ready": torch.__version__, "threads": torch.get_num_threads()}), flush=True)
     for line in sys.stdin:
         t0 = time.perf_counter(); step(); print(json.dumps({"s": time.perf_counter() - t0}), flush=True)
 """)
-
-
-def torch_python():
-    py = os.environ.get("DEW_RL_TORCH_PYTHON")
-    if py:
-        return py
-    import refenvs
-    return str(refenvs.python("verl")) if refenvs.ready("verl") else None
 
 
 def main(argv=None) -> int:
@@ -106,7 +95,7 @@ def main(argv=None) -> int:
         assert check[name] < 1e-4, (name, rel)
         print(f"[forms] compiled {name}: temp {temp[name] / 2**20:.0f} MiB, max relative difference to the library {check[name]:.1e}",
               flush=True)
-    py = torch_python()
+    py, _ = torch_python()
     server = None
     if py:
         server = subprocess.Popen([py, "-c", TORCH_SERVER, str(N), str(D), str(V)], stdin=subprocess.PIPE,
