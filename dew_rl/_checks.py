@@ -135,11 +135,9 @@ def check_axes(fn: str, axis, ndim: int) -> tuple:
     `ValueError`."""
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     for a in axes:
-        if (
-            isinstance(a, (bool, np.bool_))
+        if (isinstance(a, (bool, np.bool_))
             or not isinstance(a, (int, np.integer))
-            or not -ndim <= a < ndim
-        ):
+            or not -ndim <= a < ndim):
             raise ValueError(
                 f"{fn}: `axis` must be None or integers in [-{ndim}, {ndim}); got {axis!r}"
             )
@@ -199,10 +197,8 @@ def check_same_shape(fn: str, name: str, x, like: str, y) -> None:
 def check_rows(fn: str, name: str, x, rows: int, per: str = "reward") -> None:
     "`ValueError` unless the `[B, T]` array `x` has `rows` rows (one per `per`)."
     if x.shape[0] != rows:
-        raise ValueError(
-            f"{fn}: `{name}` must have one row per {per}, [B={rows}, T]; got shape"
-            f" {shape_text(x.shape)}"
-        )
+        raise ValueError(f"{fn}: `{name}` must have one row per {per}, [B={rows}, T]; got shape"
+                         f" {shape_text(x.shape)}")
 
 
 def stat_dtype(dtype) -> jnp.dtype:

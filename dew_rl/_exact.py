@@ -320,15 +320,11 @@ def make_problem(
             f"{fn}: `rewards` must be [P, N] = {shape_text((th.shape[0], len(seqs.tokens)))}; "
             f"got {shape_text(r.shape)}"
         )
-    return Problem(
-        seqs,
-        r,
-        th,
-        others["sampler"],
-        others["old"],
-        others["ref"],
-        check_int(fn, "group", group, 1),
-    )
+    return Problem(seqs, r, th,
+                   others["sampler"],
+                   others["old"],
+                   others["ref"],
+                   check_int(fn, "group", group, 1))
 
 
 def digit_sum_problem(targets=(1, 3), max_len: int = 5, group: int = 8, sampler_scale: float = 0.0,
@@ -371,14 +367,10 @@ def digit_sum_problem(targets=(1, 3), max_len: int = 5, group: int = 8, sampler_
     k = jax.random.split(jax.random.key(check_int(fn, "seed", seed, 0)), 3)
     shape = (len(targets), seqs.n_states, seqs.vocab)
     theta = (0.5 * jax.random.normal(k[0], shape)).at[:, :, seqs.eos].add(-0.3)
-    return make_problem(
-        seqs,
-        rewards,
-        theta,
-        sampler=theta + sigma * jax.random.normal(k[1], shape),
-        ref=theta + rho * jax.random.normal(k[2], shape),
-        group=group,
-    )
+    return make_problem(seqs, rewards, theta,
+                        sampler=theta + sigma * jax.random.normal(k[1], shape),
+                        ref=theta + rho * jax.random.normal(k[2], shape),
+                        group=group)
 
 # %% ../nbs/08_exact_gradients.ipynb #37a8d953
 class Batch(NamedTuple):

@@ -260,10 +260,8 @@ def _logits_and_tokens(fn, logits, tokens):
     z = as_float(fn, "logits", logits)
     check_rank(fn, "logits", z, 3, layout="[B, T, V]")
     if z.shape[2] == 0:
-        raise ValueError(
-            f"{fn}: `logits` must have a non-empty vocabulary axis V; got shape"
-            f" {shape_text(z.shape)}"
-        )
+        raise ValueError(f"{fn}: `logits` must have a non-empty vocabulary axis V; got shape"
+                         f" {shape_text(z.shape)}")
     if tokens is None:
         return z, None
     y = as_ids(fn, "tokens", tokens, z.shape[:2], like="logits[..., 0]")
@@ -341,10 +339,8 @@ def linear_log_probs_and_entropy(hidden, weight, tokens, temperature=1.0, chunk_
         fn, "weight", w, 0, h.shape[2], "[D, V]", f"D = {h.shape[2]}, the last axis of `hidden`"
     )
     if w.shape[1] == 0:
-        raise ValueError(
-            f"{fn}: `weight` must have a non-empty vocabulary axis V; got shape"
-            f" {shape_text(w.shape)}"
-        )
+        raise ValueError(f"{fn}: `weight` must have a non-empty vocabulary axis V; got shape"
+                         f" {shape_text(w.shape)}")
     B, T, D = h.shape
     y = as_ids(fn, "tokens", tokens, (B, T), like="hidden[..., 0]")
     check_ids_below(fn, "tokens", tokens, w.shape[1], "the vocabulary axis of `weight`")
@@ -408,12 +404,9 @@ def _forward_at(get, V: int, C: int, ids, tau, sq: bool):
     (start, width), full = _plan(V, C)
     carry = _first_at(get(start, width), start, ids, tau, sq)
     if len(full):
-        carry = jax.lax.fori_loop(
-            full.start,
-            full.stop,
-            lambda k, c: _update_at(c, get(k * C, C), k * C, ids, tau, sq),
-            carry,
-        )
+        carry = jax.lax.fori_loop(full.start, full.stop,
+                                  lambda k, c: _update_at(c, get(k * C, C), k * C, ids, tau, sq),
+                                  carry)
     m, s, q, zk = carry
     shift, log_s = _reference(m), jnp.log(s)
     lp = None
@@ -611,10 +604,8 @@ def _hidden_weight(fn: str, hidden, weight):
         fn, "weight", w, 0, h.shape[2], "[D, V]", f"D = {h.shape[2]}, the last axis of `hidden`"
     )
     if w.shape[1] == 0:
-        raise ValueError(
-            f"{fn}: `weight` must have a non-empty vocabulary axis V; got shape"
-            f" {shape_text(w.shape)}"
-        )
+        raise ValueError(f"{fn}: `weight` must have a non-empty vocabulary axis V; got shape"
+                         f" {shape_text(w.shape)}")
     return h, w
 
 # %% ../nbs/03h_logits.ipynb #e1d5e10f
@@ -811,13 +802,8 @@ def log_probs_on_support(logits, tokens, support, temperature=1.0):
 
 def _tokens_1(fn: str, tokens, B: int, T: int, V: int, source: str):
     y = as_ids(fn, "tokens", tokens, (B, T), like=f"{source}[..., 0]")
-    check_ids_below(
-        fn,
-        "tokens",
-        tokens,
-        V,
-        f"the vocabulary axis of `{'logits' if source == 'logits' else 'weight'}`",
-    )
+    check_ids_below(fn, "tokens", tokens, V,
+                    f"the vocabulary axis of `{'logits' if source == 'logits' else 'weight'}`")
     return y.reshape(B * T, 1)
 
 
@@ -908,13 +894,9 @@ def sampler_support(logits, top_k=None, top_p=1.0, temperature=1.0, max_support=
     B, T, V = z.shape
     K, p, has_k = _sampler_args(fn, top_k, top_p, max_support, V)
     tau, C = _temperature(fn, temperature), _chunk(fn, None, V)
-    lp, cols = _top_k(
-        _slicer(jax.lax.stop_gradient(z.reshape(B * T, V)), stat_dtype(z.dtype)),
-        V,
-        C,
-        K,
-        jax.lax.stop_gradient(tau),
-    )
+    lp, cols = _top_k(_slicer(jax.lax.stop_gradient(z.reshape(B * T, V)), stat_dtype(z.dtype)), V,
+                      C, K,
+                      jax.lax.stop_gradient(tau))
     ids, complete = _support_from_candidates(lp, cols, p, has_k, K == V)
     return ids.reshape(B, T, K), complete.reshape(B, T)
 

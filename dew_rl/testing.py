@@ -123,14 +123,10 @@ def check_against_reference(
     jitted = jax.jit(lambda *a: fn(*a, **static))
     for dtype in dtypes:
         cast = [_cast(a, dtype) for a in args]
-        as64 = [
-            (
-                np.asarray(c, dtype=np.float64)
-                if jnp.issubdtype(c.dtype, jnp.floating)
-                else np.asarray(c)
-            )
-            for c in cast
-        ]
+        as64 = [(np.asarray(c, dtype=np.float64)
+                 if jnp.issubdtype(c.dtype, jnp.floating)
+                 else np.asarray(c))
+                for c in cast]
         want = reference(*as64, **static)
         rtol, atol = tol[dtype]
         for label, got in (("eager", fn(*cast, **static)), ("jit", jitted(*cast))):
@@ -144,14 +140,10 @@ def check_against_reference(
                     assert jnp.asarray(g).dtype == jnp.dtype(
                         dtype
                     ), f"{label}/{dtype}: leaf {k} has dtype {g.dtype}"
-                g = np.asarray(
-                    (
-                        jnp.asarray(g, dtype=jnp.float32)
-                        if jnp.asarray(g).dtype == jnp.bfloat16
-                        else g
-                    ),
-                    dtype=np.float64,
-                )
+                g = np.asarray((jnp.asarray(g, dtype=jnp.float32)
+                                if jnp.asarray(g).dtype == jnp.bfloat16
+                                else g),
+                               dtype=np.float64)
                 w = np.asarray(w, dtype=np.float64)
                 assert (
                     g.shape == w.shape

@@ -107,15 +107,12 @@ def train_example_rollout(config, example, log_probs):
     adv = jnp.asarray(example.advantages, jnp.float32)
     adv = jnp.broadcast_to(adv[:, None], mask.shape) if adv.ndim == 1 else adv
     f32 = lambda x: None if x is None else jnp.asarray(x, jnp.float32)  # noqa: E731
-    return obj.Rollout(
-        mask=mask,
-        old_log_probs=old,
-        ref_log_probs=f32(example.ref_per_token_logps),
-        behavior_log_probs=f32(getattr(example, "behavior_per_token_logps", None)),
-        advantages=jnp.where(mask, adv, 0.0),
-        returns=f32(getattr(example, "returns", None)),
-        old_values=f32(getattr(example, "old_values", None)),
-    )
+    return obj.Rollout(mask=mask, old_log_probs=old,
+                       ref_log_probs=f32(example.ref_per_token_logps),
+                       behavior_log_probs=f32(getattr(example, "behavior_per_token_logps", None)),
+                       advantages=jnp.where(mask, adv, 0.0),
+                       returns=f32(getattr(example, "returns", None)),
+                       old_values=f32(getattr(example, "old_values", None)))
 
 # %% ../nbs/05t_tunix.ipynb #ab82100d
 def _hidden_and_unembedding(model, input_tokens, kwargs):
@@ -197,12 +194,10 @@ def _given_advantages(rollout, axis_name):
 
 
 def _corrects(config):
-    return (
-        config.tis_cap is not None
-        or config.rollout_is is not None
-        or config.rollout_rs is not None
-        or config.m2_threshold is not None
-    )
+    return (config.tis_cap is not None
+            or config.rollout_is is not None
+            or config.rollout_rs is not None
+            or config.m2_threshold is not None)
 
 
 def _loss(config, log_probs, entropy, ro):
@@ -216,13 +211,9 @@ def _loss(config, log_probs, entropy, ro):
                 "keeps no sampler log-probs, and its GAE advantages are already whitened)"
             )
         rows = ro.mask.shape[0]
-        stage = dataclasses.replace(
-            config,
-            custom_advantage=_given_advantages,
-            reward_post_process=None,
-            dynamic_sampling=False,
-            overlong_buffer_len=None,
-        )
+        stage = dataclasses.replace(config, custom_advantage=_given_advantages,
+                                    reward_post_process=None, dynamic_sampling=False,
+                                    overlong_buffer_len=None)
         ro, first = obj.advantages(
             stage,
             dataclasses.replace(
@@ -269,13 +260,9 @@ def _group_estimator(config, name):
         r = np.asarray(rewards, np.float32)
         # equal log-probs: a rollout correction's weights are 1 here
         z = np.zeros((r.shape[0], 1), np.float32)
-        ro = obj.Rollout(
-            mask=np.ones((r.shape[0], 1), bool),
-            rewards=r,
-            old_log_probs=z,
-            behavior_log_probs=z,
-            group_ids=np.arange(r.shape[0]) // num_generations,
-        )
+        ro = obj.Rollout(mask=np.ones((r.shape[0], 1), bool), rewards=r, old_log_probs=z,
+                         behavior_log_probs=z,
+                         group_ids=np.arange(r.shape[0]) // num_generations)
         _STAGE_ONE.call = (config, ro)  # for the rollout/* metrics, with the token mask (see below)
         ro, _ = obj.advantages(config, ro)
         return np.asarray(ro.advantages[:, 0])
@@ -290,11 +277,9 @@ def _gae_estimator(config, name):
                 f"{gae_lambda}) but the dew_rl config has gamma={config.gamma}, lam={config.lam}; "
                 "set them equal"
             )
-        ro = obj.Rollout(
-            mask=jnp.asarray(completion_mask).astype(bool),
-            token_rewards=jnp.asarray(rewards, jnp.float32),
-            old_values=jnp.asarray(values, jnp.float32),
-        )
+        ro = obj.Rollout(mask=jnp.asarray(completion_mask).astype(bool),
+                         token_rewards=jnp.asarray(rewards, jnp.float32),
+                         old_values=jnp.asarray(values, jnp.float32))
         _STAGE_ONE.call = (config, ro)
         ro, _ = obj.advantages(config, ro)
         return ro.advantages, ro.returns
@@ -303,10 +288,8 @@ def _gae_estimator(config, name):
 
 def _value_loss(config, name):
     def value_loss_fn(model, train_example, clip_range_value, pad_id, eos_id, **kwargs):
-        if (
-            isinstance(clip_range_value, (int, float))
-            and clip_range_value != config.cliprange_value
-        ):
+        if (isinstance(clip_range_value, (int, float))
+            and clip_range_value != config.cliprange_value):
             raise ValueError(
                 f"dew_rl.tunix value loss {name!r}: PPOConfig(clip_range_value={clip_range_value})"
                 f" but the dew_rl config has cliprange_value={config.cliprange_value}; set them"
@@ -314,14 +297,9 @@ def _value_loss(config, name):
             )
         mask = jnp.asarray(train_example.completion_mask).astype(bool)
         width = train_example.completion_ids.shape[1]
-        scores = _tunix_common.compute_score(
-            model,
-            train_example.prompt_ids,
-            train_example.completion_ids,
-            pad_id,
-            eos_id,
-            stop_gradient=False,
-        )
+        scores = _tunix_common.compute_score(model, train_example.prompt_ids,
+                                             train_example.completion_ids, pad_id, eos_id,
+                                             stop_gradient=False)
         vpreds = scores[:, -width - 1:-1]
         returns, old = train_example.returns, train_example.old_values
         terms = rl.clipped_value_loss_terms(vpreds, returns, old, config.cliprange_value)
@@ -338,26 +316,22 @@ def _value_loss(config, name):
             ),
         }
         # the names PPOLearner logs for the critic by default: token means, as Tunix reports them
-        return config.vf_coef * vf, {
-            **jax.lax.stop_gradient(metrics),
-            "vpred_mean": rl.token_mean(vpreds, mask),
-            "vf_clipfrac": rl.token_mean(clipfrac, mask),
-        }
+        return config.vf_coef * vf, {**jax.lax.stop_gradient(metrics),
+                                     "vpred_mean": rl.token_mean(vpreds, mask),
+                                     "vf_clipfrac": rl.token_mean(clipfrac, mask)}
     return value_loss_fn
 
 
 def _has_group_stage(config):
     record = obj.ESTIMATOR_RECORDS[config.advantage_estimator]
     stage = record.advantage
-    return (
-        stage is not None
-        and stage.group
-        and stage.normalise is None
-        and not config.dynamic_sampling
-        and config.overlong_buffer_len is None
-        and config.kl_coef == 0
-        and config.m2_threshold is None
-    )
+    return (stage is not None
+            and stage.group
+            and stage.normalise is None
+            and not config.dynamic_sampling
+            and config.overlong_buffer_len is None
+            and config.kl_coef == 0
+            and config.m2_threshold is None)
 
 # %% ../nbs/05t_tunix.ipynb #a391f8b3
 def register(config, name=None, chunk_size=None):
@@ -415,15 +389,8 @@ def metric_names(config):
     rows = 2 * max(2, config.n_samples_per_prompt)
     z = jnp.zeros((rows, 2), jnp.float32)
     critic = z if config.advantage_estimator == "ppo" else None
-    ro = obj.Rollout(
-        mask=jnp.ones((rows, 2), bool),
-        old_log_probs=z,
-        ref_log_probs=z,
-        behavior_log_probs=z,
-        advantages=z + 1.0,
-        returns=critic,
-        old_values=critic,
-    )
+    ro = obj.Rollout(mask=jnp.ones((rows, 2), bool), old_log_probs=z, ref_log_probs=z,
+                     behavior_log_probs=z, advantages=z + 1.0, returns=critic, old_values=critic)
     shapes = jax.eval_shape(lambda: _loss(config, z, z, ro)[1])
     return sorted(shapes)
 
@@ -449,12 +416,10 @@ def log_metrics(learner, config):
         {k: np.mean for k in names + ["pg_clipfrac", "kl"]}
     )
     if config.advantage_estimator == "ppo":
-        learner.rl_cluster.critic_trainer.with_rl_metrics_to_log({
-            "train/vf_loss": np.mean,
-            "train/vf_clipfrac": np.mean,
-            "vpred_mean": np.mean,
-            "vf_clipfrac": np.mean,
-        })
+        learner.rl_cluster.critic_trainer.with_rl_metrics_to_log({"train/vf_loss": np.mean,
+                                                                  "train/vf_clipfrac": np.mean,
+                                                                  "vpred_mean": np.mean,
+                                                                  "vf_clipfrac": np.mean})
     return names
 
 # %% ../nbs/05t_tunix.ipynb #2e61ad98

@@ -21,6 +21,10 @@ Only the lines that are too long change, so a notebook's hand alignment survives
    other string black cannot split: those are shortened by hand.
 5. a `from M import (...)` over several lines keeps its names aligned under the first (nbdev_export
    makes the library's imports relative only in that layout);
+6. a bracket that black exploded (one item a line, the closing bracket alone on the last line) is packed
+   back into a hanging indent, the items aligned under the first, simple ones joined while they fit,
+   where the syntax tree stays the same (each cell is parsed before and after); a bracket of more than
+   PACK_MAX_LINES lines, or with a comment or a multi-line string inside, is left as it is.
 
 Running it twice changes nothing the second time. The site's browser test
 (tests/test_site_browser.py) checks that no code cell's source scrolls sideways at 1400 px.
@@ -173,6 +177,12 @@ def fix_docstrings(src: str) -> str:
     return "\n".join(lines)
 
 
+def fix_directives(src: str) -> str:
+    """Black writes a cell's `#| export` as `# | export`, which nbdev reads but the site's build does not
+    take for a directive: the nbdev spelling is restored."""
+    return re.sub(r"(?m)^# \| ", "#| ", src)
+
+
 def black_wrap(src: str) -> str:
     """Step 3: black on the statements that hold a line over the limit."""
     import black
@@ -222,8 +232,101 @@ def fix_imports(src: str) -> str:
     return "\n".join(lines)
 
 
+_OPENING, _CLOSING = "([{", ")]}"
+PACK_MAX_LINES = 6  # a longer bracket is a table laid out one entry a line on purpose; left as it is
+
+
+def _exploded(tokens):
+    """(open, close) token pairs of brackets laid out as black explodes them: the opening bracket ends its
+    line, the closing one starts its own, at most PACK_MAX_LINES lines between, no comment and no
+    multi-line string inside. Innermost first."""
+    stack, pairs = [], []
+    for k, t in enumerate(tokens):
+        if t.type == tokenize.OP and t.string in _OPENING:
+            stack.append(k)
+        elif t.type == tokenize.OP and t.string in _CLOSING and stack:
+            pairs.append((stack.pop(), k))
+    out = []
+    for o, c in pairs:
+        to, tc = tokens[o], tokens[c]
+        if tokens[o + 1].type != tokenize.NL or tokens[c].line[: tc.start[1]].strip():
+            continue
+        if not 2 <= tc.start[0] - to.start[0] - 1 <= PACK_MAX_LINES + 1:
+            continue
+        inner = tokens[o + 1:c]
+        if any(t.type == tokenize.COMMENT or (t.type == tokenize.STRING and t.start[0] != t.end[0])
+               for t in inner):
+            continue
+        if to.line.lstrip().startswith(("from ", "import ")):
+            continue
+        out.append((to.start[0] - 1, tc.start[0] - 1))
+    return sorted(out, key=lambda p: p[1] - p[0])
+
+
+def _packed(lines, a, b):
+    """Lines a..b (the opening bracket's line to the closing one's) as hanging-indent lines: the first
+    item after the bracket, the others aligned under it, simple items joined while they fit, the
+    closing bracket on the last item's line."""
+    head = lines[a].rstrip()
+    inner = lines[a + 1:b]
+    base = len(inner[0]) - len(inner[0].lstrip())
+    col = len(head)
+    out = [head + inner[0].strip()]
+    prev_simple = True
+    for line in inner[1:]:
+        rel = len(line) - len(line.lstrip()) - base
+        text = line.strip()
+        simple = rel == 0 and not any(ch in text for ch in _OPENING + _CLOSING)
+        if simple and prev_simple and out[-1].endswith(",") and len(out[-1]) + 1 + len(text) <= LIMIT:
+            out[-1] += " " + text
+        else:
+            out.append(" " * (col + max(rel, 0)) + text)
+        prev_simple = simple
+    out[-1] += lines[b].strip()
+    return out
+
+
+def pack_brackets(src: str) -> str:
+    """Step 6: the brackets black explodes (one item a line, the closing bracket alone) packed back into
+    hanging indents, a construct at a time, kept only where every line fits and the syntax tree is
+    unchanged (a trailing comma is dropped where that changes nothing)."""
+    try:
+        tree = ast.dump(ast.parse(src))
+    except SyntaxError:
+        return src
+    skip = set()
+    while True:
+        lines = src.split("\n")
+        try:
+            tokens = list(tokenize.generate_tokens(io.StringIO(src + "\n").readline))
+        except (tokenize.TokenError, SyntaxError):
+            return src
+        todo = [p for p in _exploded(tokens) if (p, lines[p[0]]) not in skip]
+        if not todo:
+            return src
+        a, b = todo[0]
+        done = False
+        for drop_comma in (True, False):
+            body = list(lines)
+            if drop_comma and body[b - 1].rstrip().endswith(","):
+                body[b - 1] = body[b - 1].rstrip()[:-1]
+            new = _packed(body, a, b)
+            if any(len(l) > LIMIT for l in new):
+                continue
+            cand = "\n".join(lines[:a] + new + lines[b + 1:])
+            try:
+                same = ast.dump(ast.parse(cand)) == tree
+            except SyntaxError:
+                same = False
+            if same:
+                src, done = cand, True
+                break
+        if not done:
+            skip.add(((a, b), lines[a]))
+
+
 def wrap_source(src: str) -> str:
-    return fix_imports(black_wrap(fix_comments(fix_docstrings(src))))
+    return pack_brackets(fix_directives(fix_imports(black_wrap(fix_comments(fix_docstrings(src))))))
 
 
 def long_lines(path: Path) -> list[tuple[int, str]]:
@@ -249,7 +352,7 @@ def _wrap_once(path: Path) -> bool:
         out.extend(lines[prev:a])
         src = "\n".join(lines[a:b])
         long = any(len(l) > LIMIT for l in lines[a:b])
-        out.extend((wrap_source(src) if long else fix_imports(src)).split("\n"))
+        out.extend((wrap_source(src) if long else pack_brackets(fix_imports(src))).split("\n"))
         prev = b
     out.extend(lines[prev:])
     new = "\n".join(out)

@@ -182,11 +182,9 @@ def _two_level(r_k, v_k, keep, g, gl, chunk):
 
 
 def _chunk_arg(fn, chunk):
-    return (
-        chunk
-        if chunk == "sqrt"
-        else check_int(fn, "chunk", chunk, 1, " (positions per chunk) or \"sqrt\"")
-    )
+    return (chunk
+            if chunk == "sqrt"
+            else check_int(fn, "chunk", chunk, 1, " (positions per chunk) or \"sqrt\""))
 
 
 def _gae_raw_two_level(token_rewards, values, mask, gamma, lam, chunk="sqrt") -> jax.Array:

@@ -54,11 +54,9 @@ def group_advantage(
         rewards,
         group,
         min_group=2 if normalise_by_std else 1,
-        why=(
-            " when normalise_by_std=True (a standard deviation needs two members)"
-            if normalise_by_std
-            else ""
-        ),
+        why=(" when normalise_by_std=True (a standard deviation needs two members)"
+             if normalise_by_std
+             else ""),
     )
     g = groups_of(group)
     centred = centre_by_group(x, g)
@@ -183,11 +181,9 @@ def _eos_ids(fn: str, eos_token_ids) -> tuple:
     """The end-of-sequence ids as a tuple of static ints >= 0 (one int, or a non-empty sequence of
     ints)."""
     ids = (eos_token_ids,) if isinstance(eos_token_ids, (int, np.integer)) else eos_token_ids
-    if (
-        isinstance(ids, (str, bytes, bool, np.bool_))
+    if (isinstance(ids, (str, bytes, bool, np.bool_))
         or not hasattr(ids, "__len__")
-        or len(ids) == 0
-    ):
+        or len(ids) == 0):
         raise ValueError(
             f"{fn}: `eos_token_ids` must be a Python int or a non-empty sequence of ints; got"
             f" {eos_token_ids!r}"
@@ -227,13 +223,9 @@ def stop_properly_rewards(rewards, truncated, stop_properly_penalty_coef) -> jax
     r = as_float(fn, "rewards", rewards)
     check_rank(fn, "rewards", r, 1, layout="[B]")
     cut = as_mask(fn, truncated, r.shape, name="truncated", like="rewards")
-    c = check_number(
-        fn,
-        "stop_properly_penalty_coef",
-        stop_properly_penalty_coef,
-        lambda v: math.isfinite(v) and v <= 1.0,
-        "a finite number <= 1 (in [0, 1] a scale, below 0 a reward)",
-    )
+    c = check_number(fn, "stop_properly_penalty_coef", stop_properly_penalty_coef,
+                     lambda v: math.isfinite(v) and v <= 1.0,
+                     "a finite number <= 1 (in [0, 1] a scale, below 0 a reward)")
     x = r.astype(stat_dtype(r.dtype))
     # a replaced reward never reads x: a NaN there does not reach the output
     shaped = jnp.where(c < 0, c, x * c)

@@ -84,19 +84,11 @@ def global_masked_normalize(x, mask, axis_name=None, var_floor: float = VAR_FLOO
         (see above)
     """
     fn = "global_masked_normalize"
-    check_number(
-        fn,
-        "var_floor",
-        var_floor,
-        lambda v: v > 0,
-        "a positive number (it keeps zero variance finite)",
-    )
+    check_number(fn, "var_floor", var_floor, lambda v: v > 0,
+                 "a positive number (it keeps zero variance finite)")
     keep, centred, var, count, _, dtype = _moments(fn, x, mask, axis_name)
-    report_if_empty(
-        fn,
-        count,
-        "`mask` keeps no position in the whole (global) batch, so there is no mean or "
-        "variance to normalise by",
-    )
+    report_if_empty(fn, count,
+                    "`mask` keeps no position in the whole (global) batch, so there is no mean or "
+                    "variance to normalise by")
     scale = jax.lax.rsqrt(jnp.maximum(var, jnp.asarray(var_floor, var.dtype)))
     return jnp.where(keep, centred * scale, 0).astype(dtype)

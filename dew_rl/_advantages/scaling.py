@@ -68,15 +68,8 @@ def _group_max(x, g, B):
     return jax.ops.segment_max(x, g.index, num_segments=B)[g.index]
 
 # %% ../../nbs/02f_reward_scaling.ipynb #f43939db
-def gdpo_advantage(
-    rewards,
-    mask,
-    group,
-    reward_weights=None,
-    eps: float = GROUP_EPS,
-    whiten: str = "rows",
-    axis_name=None,
-) -> jax.Array:
+def gdpo_advantage(rewards, mask, group, reward_weights=None, eps: float = GROUP_EPS,
+                   whiten: str = "rows", axis_name=None) -> jax.Array:
     """GDPO: a group z-score per reward component, a weighted sum, whitened over the batch.
 
     Broadcast to the kept tokens.

@@ -82,13 +82,8 @@ def _estimate(fn: str, s, t, kind: str, loss_max_clamp):
     asked."""
     value = jnp.abs(s - t) if kind == "abs" else kl_penalty(s, t, kind)
     if loss_max_clamp is not None:
-        c = check_number(
-            fn,
-            "loss_max_clamp",
-            loss_max_clamp,
-            lambda v: 0.0 < v < np.inf,
-            "None or a finite number > 0",
-        )
+        c = check_number(fn, "loss_max_clamp", loss_max_clamp, lambda v: 0.0 < v < np.inf,
+                         "None or a finite number > 0")
         value = clamp(value, -c, c)
     return value
 
@@ -232,11 +227,9 @@ def _bins(s, t, ok, keep, norm_mode):
     "Student and teacher log-bins and their validity under `norm_mode`."
     if norm_mode == "norm":
         has = ok.any(-1, keepdims=True)
-        return (
-            s - jnp.where(has, _masked_lse(s, ok), 0.0),
-            t - jnp.where(has, _masked_lse(t, ok), 0.0),
-            ok,
-        )
+        return (s - jnp.where(has, _masked_lse(s, ok), 0.0),
+                t - jnp.where(has, _masked_lse(t, ok), 0.0),
+                ok)
     if norm_mode == "tail":
         return (jnp.concatenate([s, _tail(s, ok)], -1), jnp.concatenate([t, _tail(t, ok)], -1),
                 jnp.concatenate([ok, keep[..., None]], -1))

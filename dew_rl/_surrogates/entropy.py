@@ -92,14 +92,10 @@ def _quantile(fn: str, x, keep, q, axis_name):
     below, above = jnp.floor(rank), jnp.ceil(rank)
     w = rank - below
     keys, ut, nbits = _keys(xc, keep, ct)
-    v = _from_keys(
-        _order_statistics(
-            keys, keep, jnp.stack([below, above]).astype(jnp.int32), axis_name, ut, nbits
-        ),
-        ut,
-        nbits,
-        ct,
-    )
+    v = _from_keys(_order_statistics(
+                       keys, keep, jnp.stack([below, above]).astype(jnp.int32), axis_name, ut, nbits
+                   ),
+                   ut, nbits, ct)
     d = v[1] - v[0]
     # torch's lerp: from the nearer end, fused
     value = jnp.where(w < 0.5, _fma(w, d, v[0]), _fma(w - 1, d, v[1]))
@@ -154,13 +150,8 @@ def top_entropy_mask(
     fn = "top_entropy_mask"
     entropy = as_float(fn, "entropy", entropy)
     keep = as_mask(fn, mask, entropy.shape, like="entropy")
-    rho = check_number(
-        fn,
-        "top_entropy_quantile",
-        top_entropy_quantile,
-        lambda v: 0.0 <= v <= 1.0,
-        "a number in [0, 1]",
-    )
+    rho = check_number(fn, "top_entropy_quantile", top_entropy_quantile, lambda v: 0.0 <= v <= 1.0,
+                       "a number in [0, 1]")
     # a host number: in double precision, then rounded to float32, as TRL and torch do
     q = 1.0 - rho
     threshold, n = _quantile(fn, entropy, keep, q, axis_name)

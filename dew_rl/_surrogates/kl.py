@@ -92,15 +92,8 @@ def k3_kl(log_probs, ref_log_probs) -> jax.Array:
 # %% ../../nbs/03b_kl.ipynb #69975f12
 KL_PENALTY_KINDS = ("k1", "k2", "k3", "kl", "mse", "low_var_kl", "abs",
                     "k1+", "k2+", "k3+", "kl+", "mse+", "low_var_kl+", "abs+")
-_KL_ESTIMATORS = {
-    "k1": "k1",
-    "kl": "k1",
-    "k2": "k2",
-    "mse": "k2",
-    "k3": "k3",
-    "low_var_kl": "k3",
-    "abs": "abs",
-}
+_KL_ESTIMATORS = {"k1": "k1", "kl": "k1", "k2": "k2", "mse": "k2", "k3": "k3", "low_var_kl": "k3",
+                  "abs": "abs"}
 
 
 def kl_penalty(log_probs, ref_log_probs, kind: str) -> jax.Array:
@@ -234,10 +227,8 @@ def kl_shaped_sequence_rewards(
         fn, rewards, old_log_probs, ref_log_probs, mask, kl_coef, kl_penalty
     )
     if rewards.shape != penalty.shape[:1]:
-        raise ValueError(
-            f"{fn}: `rewards` must be [B] with B = {penalty.shape[0]} (one per row of"
-            f" `old_log_probs`); got shape {tuple(rewards.shape)}"
-        )
+        raise ValueError(f"{fn}: `rewards` must be [B] with B = {penalty.shape[0]} (one per row of"
+                         f" `old_log_probs`); got shape {tuple(rewards.shape)}")
     ct = stat_dtype(dtype)
     return (rewards.astype(ct) - penalty.astype(ct).sum(axis=-1)).astype(dtype)
 

@@ -57,11 +57,9 @@ def offpolicy_metrics(old_log_probs, behavior_log_probs, mask, axis_name=None) -
         for n, a in (("old_log_probs", old_log_probs), ("behavior_log_probs", behavior_log_probs))
     )
     st = _Stats(keep, ct, axis_name)
-    m = {
-        "kl": st.token_mean(-d),
-        "k3_kl": st.token_mean(_k3(d)),
-        "policy_kl_error": st.token_mean(_k3(-d)),
-    }
+    m = {"kl": st.token_mean(-d),
+         "k3_kl": st.token_mean(_k3(d)),
+         "policy_kl_error": st.token_mean(_k3(-d))}
     log_mix = jnp.logaddexp(old, beh) - math.log(2.0)
     m["js_divergence_error"] = st.token_mean(0.5 * _k3(old - log_mix) + 0.5 * _k3(beh - log_mix))
     m["token_mult_prob_error"] = st.token_mean(jnp.exp(jnp.abs(d)))
@@ -94,12 +92,10 @@ def _k3(x):
 
 def _ess(w, where, st):
     "(sum w)^2 / (K sum w^2) over the selected units of the global batch; 0 when every w is 0."
-    s, s2, k = sum_over(
-        st.axis_name,
-        jnp.where(where, w, 0).sum(),
-        jnp.where(where, jnp.square(w), 0).sum(),
-        where.sum().astype(w.dtype),
-    )
+    s, s2, k = sum_over(st.axis_name,
+                        jnp.where(where, w, 0).sum(),
+                        jnp.where(where, jnp.square(w), 0).sum(),
+                        where.sum().astype(w.dtype))
     ok = s2 > 0
     return jnp.where(ok, jnp.square(s) / jnp.where(ok, k * s2, 1), 0)
 
@@ -175,15 +171,9 @@ def rollout_correction(
         )
         metrics.update(m)
     if rollout_rs is not None:
-        new_mask, m = rollout_rejection_mask(
-            old_log_probs,
-            behavior_log_probs,
-            mask,
-            rollout_rs,
-            rollout_rs_threshold,
-            rollout_rs_threshold_lower,
-            axis_name=axis_name,
-        )
+        new_mask, m = rollout_rejection_mask(old_log_probs, behavior_log_probs, mask, rollout_rs,
+                                             rollout_rs_threshold, rollout_rs_threshold_lower,
+                                             axis_name=axis_name)
         metrics.update(m)
     else:
         new_mask = jax.lax.stop_gradient(jnp.asarray(mask))

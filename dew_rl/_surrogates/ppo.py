@@ -17,14 +17,8 @@ from .ratios import LOG_RATIO_CLAMP
 __all__ = ['clipped_surrogate_terms', 'clipped_surrogate']
 
 # %% ../../nbs/03c_clipped_surrogate.ipynb #016fe2d1
-def clipped_surrogate_terms(
-    log_ratio,
-    advantages,
-    mask,
-    epsilon_low: float = 0.2,
-    epsilon_high: float = 0.2,
-    dual_clip: float | None = 3.0,
-) -> tuple:
+def clipped_surrogate_terms(log_ratio, advantages, mask, epsilon_low: float = 0.2,
+                            epsilon_high: float = 0.2, dual_clip: float | None = 3.0) -> tuple:
     """Per-token dual-clipped PPO loss max(-A rho, -A clip(rho)), capped at -c A where A < 0.
 
     Parameters
@@ -123,10 +117,8 @@ def clipped_surrogate(
     )
     x = jnp.where(keep, jnp.asarray(log_ratio).astype(rt), 0)
     mean = lambda v: token_mean(v, keep, axis_name=axis_name, counts=counts)  # noqa: E731
-    metrics = {
-        "pg_clipfrac": mean(ind["clipped"].astype(rt)),
-        "pg_clipfrac_lower": mean(ind["dual_clipped"].astype(rt)),
-        "ppo_kl": -mean(x),
-    }
+    metrics = {"pg_clipfrac": mean(ind["clipped"].astype(rt)),
+               "pg_clipfrac_lower": mean(ind["dual_clipped"].astype(rt)),
+               "ppo_kl": -mean(x)}
     loss = aggregate(terms, keep, mode, axis_name=axis_name, norm=norm, counts=counts)
     return loss, jax.tree_util.tree_map(jax.lax.stop_gradient, metrics)

@@ -17,15 +17,8 @@ __all__ = ['preference_margin', 'preference_logsigmoid', 'preference_ipo']
 
 # %% ../../nbs/03g_preference.ipynb #cd56d19d
 @renamed_argument(length_normalise="length_normalize")
-def preference_margin(
-    policy_chosen,
-    policy_rejected,
-    ref_chosen,
-    ref_rejected,
-    mask_chosen,
-    mask_rejected,
-    length_normalize: bool = False,
-) -> jax.Array:
+def preference_margin(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen,
+                      mask_rejected, length_normalize: bool = False) -> jax.Array:
     """Per-pair margin `(pc - rc) - (pr - rr)` of masked sequence log-probabilities (sums, or means).
 
     Parameters

@@ -328,14 +328,12 @@ def dpo_loss(
         )
         metrics[f"{t}_loss"] = _div(total, count, ct)
         loss = loss + wt * metrics[f"{t}_loss"]
-    rc, rr, acc, npairs, nall = sum_over(
-        axis_name,
-        jnp.where(valid, beta * lr_c, 0).sum(),
-        jnp.where(valid, beta * lr_r, 0).sum(),
-        (valid & (lr_c > lr_r)).astype(ct).sum(),
-        valid.astype(jnp.int32).sum(),
-        jnp.int32(valid.shape[0]),
-    )
+    rc, rr, acc, npairs, nall = sum_over(axis_name,
+                                         jnp.where(valid, beta * lr_c, 0).sum(),
+                                         jnp.where(valid, beta * lr_r, 0).sum(),
+                                         (valid & (lr_c > lr_r)).astype(ct).sum(),
+                                         valid.astype(jnp.int32).sum(),
+                                         jnp.int32(valid.shape[0]))
     metrics.update(rewards_chosen=_div(rc, npairs, ct), rewards_rejected=_div(rr, npairs, ct),
                    reward_margin=_div(rc - rr, npairs, ct), reward_accuracy=_div(acc, npairs, ct),
                    pairs=npairs.astype(ct), empty_pairs=(nall - npairs).astype(ct))
@@ -384,22 +382,12 @@ def _pair_sides(
     extra_rejected=None,
 ):
     "Both sides of the pairs, checked, in one compute dtype; and the result dtype."
-    c = _tokens(
-        fn,
-        ("policy_chosen", "ref_chosen", "mask_chosen"),
-        policy_chosen,
-        ref_chosen,
-        mask_chosen,
-        extra_chosen,
-    )
-    r = _tokens(
-        fn,
-        ("policy_rejected", "ref_rejected", "mask_rejected"),
-        policy_rejected,
-        ref_rejected,
-        mask_rejected,
-        extra_rejected,
-    )
+    c = _tokens(fn,
+                ("policy_chosen", "ref_chosen", "mask_chosen"),
+                policy_chosen, ref_chosen, mask_chosen, extra_chosen)
+    r = _tokens(fn,
+                ("policy_rejected", "ref_rejected", "mask_rejected"),
+                policy_rejected, ref_rejected, mask_rejected, extra_rejected)
     check_rows(
         fn, "policy_rejected", r["pol"], c["pol"].shape[0], per="pair (row of `policy_chosen`)"
     )
@@ -496,20 +484,12 @@ def kto_loss(
     fn = "kto_loss"
     check_choice(fn, "loss_type", loss_type, KTO_LOSS_TYPES)
     beta = check_number(fn, "beta", beta, lambda b: b > 0 and np.isfinite(b), "a positive number")
-    wd = check_number(
-        fn,
-        "desirable_weight",
-        desirable_weight,
-        lambda v: v >= 0 and np.isfinite(v),
-        "a number >= 0",
-    )
-    wu = check_number(
-        fn,
-        "undesirable_weight",
-        undesirable_weight,
-        lambda v: v >= 0 and np.isfinite(v),
-        "a number >= 0",
-    )
+    wd = check_number(fn, "desirable_weight", desirable_weight,
+                      lambda v: v >= 0 and np.isfinite(v),
+                      "a number >= 0")
+    wu = check_number(fn, "undesirable_weight", undesirable_weight,
+                      lambda v: v >= 0 and np.isfinite(v),
+                      "a number >= 0")
     s = _tokens(
         fn, ("policy_log_probs", "ref_log_probs", "mask"), policy_log_probs, ref_log_probs, mask
     )
@@ -542,22 +522,18 @@ def kto_loss(
         good, bad = 1.0 - jax.nn.sigmoid(beta * lr), jax.nn.sigmoid(beta * lr)
     total, count = _mean_parts(axis_name, jnp.where(lab, wd * good, wu * bad), valid, ct)
     g, b = valid & lab, valid & ~lab
-    rc, nc, rr, nr, nall = sum_over(
-        axis_name,
-        jnp.where(g, beta * lr, 0).sum(),
-        g.astype(jnp.int32).sum(),
-        jnp.where(b, beta * lr, 0).sum(),
-        b.astype(jnp.int32).sum(),
-        jnp.int32(B),
-    )
-    metrics = dict(
-        kl=z_ref,
-        rewards_chosen=_div(rc, nc, ct),
-        rewards_rejected=_div(rr, nr, ct),
-        desirable=nc.astype(ct),
-        undesirable=nr.astype(ct),
-        empty=(nall - count).astype(ct),
-    )
+    rc, nc, rr, nr, nall = sum_over(axis_name,
+                                    jnp.where(g, beta * lr, 0).sum(),
+                                    g.astype(jnp.int32).sum(),
+                                    jnp.where(b, beta * lr, 0).sum(),
+                                    b.astype(jnp.int32).sum(),
+                                    jnp.int32(B))
+    metrics = dict(kl=z_ref,
+                   rewards_chosen=_div(rc, nc, ct),
+                   rewards_rejected=_div(rr, nr, ct),
+                   desirable=nc.astype(ct),
+                   undesirable=nr.astype(ct),
+                   empty=(nall - count).astype(ct))
     return _div(total, count, ct).astype(out), _float32_metrics(metrics)
 
 # %% ../../nbs/03o_preference_family.ipynb #1c243f63
@@ -719,20 +695,15 @@ def orpo_loss(policy_chosen, policy_rejected, mask_chosen, mask_rejected, beta=0
     )
     total, count = _mean_parts(axis_name, jax.nn.log_sigmoid(log_odds), valid, ct)
     ratio, nll = _div(total, count, ct), _chosen_nll(axis_name, c, ct)
-    lo, acc, nall = sum_over(
-        axis_name,
-        jnp.where(valid, log_odds, 0).sum(),
-        (valid & (x_c > x_r)).astype(ct).sum(),
-        jnp.int32(valid.shape[0]),
-    )
-    metrics = dict(
-        nll_loss=nll,
-        log_odds_ratio=ratio,
-        log_odds_chosen=_div(lo, count, ct),
-        reward_accuracy=_div(acc, count, ct),
-        pairs=count.astype(ct),
-        empty_pairs=(nall - count).astype(ct),
-    )
+    lo, acc, nall = sum_over(axis_name,
+                             jnp.where(valid, log_odds, 0).sum(),
+                             (valid & (x_c > x_r)).astype(ct).sum(),
+                             jnp.int32(valid.shape[0]))
+    metrics = dict(nll_loss=nll, log_odds_ratio=ratio,
+                   log_odds_chosen=_div(lo, count, ct),
+                   reward_accuracy=_div(acc, count, ct),
+                   pairs=count.astype(ct),
+                   empty_pairs=(nall - count).astype(ct))
     return (nll - beta * ratio).astype(out), _float32_metrics(metrics)
 
 
@@ -844,13 +815,11 @@ def tpo_loss(
         per = (u - 1.0 / (2.0 * beta)) ** 2
     total, count = _mean_parts(axis_name, per, valid, ct)
     pref = _div(total, count, ct)
-    rc, rr, acc, nall = sum_over(
-        axis_name,
-        jnp.where(valid, beta * x_c, 0).sum(),
-        jnp.where(valid, beta * x_r, 0).sum(),
-        (valid & (x_c > x_r)).astype(ct).sum(),
-        jnp.int32(valid.shape[0]),
-    )
+    rc, rr, acc, nall = sum_over(axis_name,
+                                 jnp.where(valid, beta * x_c, 0).sum(),
+                                 jnp.where(valid, beta * x_r, 0).sum(),
+                                 (valid & (x_c > x_r)).astype(ct).sum(),
+                                 jnp.int32(valid.shape[0]))
     metrics = dict(preference_loss=pref, nll_loss=nll, rewards_chosen=_div(rc, count, ct),
                    rewards_rejected=_div(rr, count, ct), reward_accuracy=_div(acc, count, ct),
                    pairs=count.astype(ct), empty_pairs=(nall - count).astype(ct))
@@ -915,13 +884,9 @@ def dpo_sft_loss(
     fn = "dpo_sft_loss"
     beta = check_number(fn, "reference_policy_kl_penalty", reference_policy_kl_penalty,
                         lambda b: b > 0 and np.isfinite(b), "a positive number")
-    wp = check_number(
-        fn,
-        "preference_loss_weight",
-        preference_loss_weight,
-        lambda v: v >= 0 and np.isfinite(v),
-        "a number >= 0",
-    )
+    wp = check_number(fn, "preference_loss_weight", preference_loss_weight,
+                      lambda v: v >= 0 and np.isfinite(v),
+                      "a number >= 0")
     ws = check_number(
         fn, "sft_loss_weight", sft_loss_weight, lambda v: v >= 0 and np.isfinite(v), "a number >= 0"
     )
@@ -944,13 +909,10 @@ def dpo_sft_loss(
     acc, mc, mr, nall = sum_over(axis_name, (valid & (rew_c > rew_r)).astype(ct).sum(),
                                  jnp.where(valid, rew_c, 0).sum(), jnp.where(valid, rew_r, 0).sum(),
                                  jnp.int32(valid.shape[0]))
-    metrics = dict(
-        preference_loss=pref,
-        sft_loss=sft_loss,
-        accuracy=_div(acc, count, ct),
-        rewards_chosen_mean=_div(mc, count, ct),
-        rewards_rejected_mean=_div(mr, count, ct),
-        pairs=count.astype(ct),
-        empty_pairs=(nall - count).astype(ct),
-    )
+    metrics = dict(preference_loss=pref, sft_loss=sft_loss,
+                   accuracy=_div(acc, count, ct),
+                   rewards_chosen_mean=_div(mc, count, ct),
+                   rewards_rejected_mean=_div(mr, count, ct),
+                   pairs=count.astype(ct),
+                   empty_pairs=(nall - count).astype(ct))
     return (wp * pref + ws * sft_loss).astype(out), _float32_metrics(metrics)

@@ -28,10 +28,8 @@ def _log_ratio(fn: str, old_log_probs, behavior_log_probs, mask, old_name: str =
     keep = as_mask(fn, mask, old.shape, like=old_name)
     out = jnp.result_type(old, beh)
     ct = stat_dtype(out)
-    old, beh = (
-        jax.lax.stop_gradient(jnp.where(keep, a, jnp.zeros((), a.dtype))).astype(ct)
-        for a in (old, beh)
-    )
+    old, beh = (jax.lax.stop_gradient(jnp.where(keep, a, jnp.zeros((), a.dtype))).astype(ct)
+                for a in (old, beh))
     return old - beh, keep, out
 
 
@@ -105,36 +103,6 @@ def _detached(metrics: dict, dtype) -> dict:
 ROLLOUT_IS_LEVELS = ("token", "sequence", "geometric_mean")
 ROLLOUT_IS_MODES = ("truncate", "mask")
 
-
-def _unit_log_ratio(log_ratio, keep, level):
-    "The log ratio of each unit: the token's [B, T], or the row's sum or mean [B, 1] (unclamped)."
-    if level == "token":
-        return log_ratio
-    pooled = log_ratio.sum(axis=-1)
-    if level == "geometric_mean":
-        pooled = pooled / jnp.maximum(keep.sum(axis=-1), 1).astype(pooled.dtype)
-    return pooled[:, None]
-
-
-def _bounded(rho, lower, upper, mode):
-    "Truncate (clamp to [lower, upper]) or mask (0 outside it); a None bound is no bound."
-    if mode == "truncate":
-        return clamp(rho, lower, upper)
-    inside = jnp.ones(rho.shape, bool)
-    if lower is not None:
-        inside = inside & (rho >= lower)
-    if upper is not None:
-        inside = inside & (rho <= upper)
-    return jnp.where(inside, rho, 0)
-
-
-def _is_weights(log_ratio, keep, level, mode, lower, upper):
-    """The family's kernel: (weights [B, T], zero outside keep; the raw unit ratio; the unit log
-    ratio)."""
-    unit = _unit_log_ratio(log_ratio, keep, level)
-    raw = jnp.exp(clamp(unit, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
-    return jnp.where(keep, _bounded(raw, lower, upper, mode), 0), raw, unit
-
 # %% ../../nbs/03l_rollout_correction.ipynb #77eb86c9
 def rollout_is_weights(
     old_log_probs,
@@ -190,13 +158,8 @@ def rollout_is_weights(
     check_choice(fn, "rollout_is", rollout_is, ROLLOUT_IS_LEVELS)
     check_choice(fn, "rollout_is_mode", rollout_is_mode, ROLLOUT_IS_MODES)
     normalize = check_flag(fn, "rollout_is_batch_normalize", rollout_is_batch_normalize)
-    lo, hi = check_band(
-        fn,
-        "rollout_is_threshold_lower",
-        rollout_is_threshold_lower,
-        "rollout_is_threshold",
-        rollout_is_threshold,
-    )
+    lo, hi = check_band(fn, "rollout_is_threshold_lower", rollout_is_threshold_lower,
+                        "rollout_is_threshold", rollout_is_threshold)
     log_ratio, keep, out = _log_ratio(fn, old_log_probs, behavior_log_probs, mask)
     check_rank(fn, "old_log_probs", log_ratio, 2)
     ct = log_ratio.dtype
@@ -243,67 +206,41 @@ def rollout_is_weights(
         m["rollout_is_batch_norm_factor"] = jnp.where(ok, mean, 1.0)
     return jax.lax.stop_gradient(w).astype(out), _detached(m, out)
 
+
+def _unit_log_ratio(log_ratio, keep, level):
+    "The log ratio of each unit: the token's [B, T], or the row's sum or mean [B, 1] (unclamped)."
+    if level == "token":
+        return log_ratio
+    pooled = log_ratio.sum(axis=-1)
+    if level == "geometric_mean":
+        pooled = pooled / jnp.maximum(keep.sum(axis=-1), 1).astype(pooled.dtype)
+    return pooled[:, None]
+
+
+def _bounded(rho, lower, upper, mode):
+    "Truncate (clamp to [lower, upper]) or mask (0 outside it); a None bound is no bound."
+    if mode == "truncate":
+        return clamp(rho, lower, upper)
+    inside = jnp.ones(rho.shape, bool)
+    if lower is not None:
+        inside = inside & (rho >= lower)
+    if upper is not None:
+        inside = inside & (rho <= upper)
+    return jnp.where(inside, rho, 0)
+
+
+def _is_weights(log_ratio, keep, level, mode, lower, upper):
+    """The family's kernel: (weights [B, T], zero outside keep; the raw unit ratio; the unit log
+    ratio)."""
+    unit = _unit_log_ratio(log_ratio, keep, level)
+    raw = jnp.exp(clamp(unit, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP))
+    return jnp.where(keep, _bounded(raw, lower, upper, mode), 0), raw, unit
+
 # %% ../../nbs/03l_rollout_correction.ipynb #806105cd
 ROLLOUT_RS_OPTIONS = ("token_k1", "token_k2", "token_k3", "token_ratio",
                       "seq_sum_k1", "seq_sum_k2", "seq_sum_k3", "seq_sum_ratio",
                       "seq_mean_k1", "seq_mean_k2", "seq_mean_k3", "seq_mean_ratio",
                       "seq_max_k2", "seq_max_k3", "seq_max_ratio")
-
-
-def _rs_options(fn: str, rollout_rs) -> list:
-    """verl's comma-separated string (or a sequence) of options, checked, duplicates removed, order
-    kept."""
-    if isinstance(rollout_rs, str):
-        names = rollout_rs.split(",")
-    elif isinstance(rollout_rs, (tuple, list)):
-        names = list(rollout_rs)
-    else:
-        raise ValueError(
-            f"{fn}: `rollout_rs` must be an option name, a comma-separated string of them or a "
-            f"tuple of them; got {rollout_rs!r}"
-        )
-    out = []
-    for n in names:
-        n = n.strip() if isinstance(n, str) else n
-        if n == "":
-            continue
-        check_choice(fn, "rollout_rs", n, ROLLOUT_RS_OPTIONS)
-        if n not in out:
-            out.append(n)
-    if not out:
-        raise ValueError(f"{fn}: `rollout_rs` must name at least one option; got {rollout_rs!r}")
-    return out
-
-
-def _per_option(fn: str, name: str, value, k: int) -> list:
-    "One value shared by every option, or a tuple/list of exactly one per option."
-    if isinstance(value, (tuple, list)):
-        if len(value) != k:
-            raise ValueError(
-                f"{fn}: `{name}` must be one value shared by the {k} options, or {k} values (one"
-                f" per option); got {len(value)}"
-            )
-        return list(value)
-    return [value] * k
-
-
-def _rs_statistic(option: str, safe, keep):
-    """(per-token statistic [B, T], the row statistic broadcast where the option is a sequence one;
-    row [B] or None)."""
-    scope, div = option.rsplit("_", 1)
-    tok = {"k1": -safe, "k2": 0.5 * jnp.square(safe), "k3": jnp.expm1(safe) - safe, "ratio": safe}[
-        div
-    ]
-    tok = jnp.where(keep, tok, 0)
-    if scope == "token":
-        return tok, None
-    if scope == "seq_max":
-        row = jnp.where(keep.any(axis=-1), jnp.where(keep, tok, -jnp.inf).max(axis=-1), 0)
-    else:
-        row = tok.sum(axis=-1)
-        if scope == "seq_mean":
-            row = row / jnp.maximum(keep.sum(axis=-1), 1).astype(row.dtype)
-    return jnp.broadcast_to(row[:, None], tok.shape), row
 
 # %% ../../nbs/03l_rollout_correction.ipynb #e84d7830
 def rollout_rejection_mask(
@@ -401,19 +338,68 @@ def rollout_rejection_mask(
     m["rollout_rs_seq_masked_fraction"] = st.row_mean(rejected.any(axis=-1).astype(ct))
     return jax.lax.stop_gradient(kept).astype(jnp.asarray(mask).dtype), _detached(m, out)
 
+
+def _rs_options(fn: str, rollout_rs) -> list:
+    """verl's comma-separated string (or a sequence) of options, checked, duplicates removed, order
+    kept."""
+    if isinstance(rollout_rs, str):
+        names = rollout_rs.split(",")
+    elif isinstance(rollout_rs, (tuple, list)):
+        names = list(rollout_rs)
+    else:
+        raise ValueError(
+            f"{fn}: `rollout_rs` must be an option name, a comma-separated string of them or a "
+            f"tuple of them; got {rollout_rs!r}"
+        )
+    out = []
+    for n in names:
+        n = n.strip() if isinstance(n, str) else n
+        if n == "":
+            continue
+        check_choice(fn, "rollout_rs", n, ROLLOUT_RS_OPTIONS)
+        if n not in out:
+            out.append(n)
+    if not out:
+        raise ValueError(f"{fn}: `rollout_rs` must name at least one option; got {rollout_rs!r}")
+    return out
+
+
+def _per_option(fn: str, name: str, value, k: int) -> list:
+    "One value shared by every option, or a tuple/list of exactly one per option."
+    if isinstance(value, (tuple, list)):
+        if len(value) != k:
+            raise ValueError(
+                f"{fn}: `{name}` must be one value shared by the {k} options, or {k} values (one"
+                f" per option); got {len(value)}"
+            )
+        return list(value)
+    return [value] * k
+
+
+def _rs_statistic(option: str, safe, keep):
+    """(per-token statistic [B, T], the row statistic broadcast where the option is a sequence one;
+    row [B] or None)."""
+    scope, div = option.rsplit("_", 1)
+    tok = {"k1": -safe, "k2": 0.5 * jnp.square(safe), "k3": jnp.expm1(safe) - safe, "ratio": safe}[
+        div
+    ]
+    tok = jnp.where(keep, tok, 0)
+    if scope == "token":
+        return tok, None
+    if scope == "seq_max":
+        row = jnp.where(keep.any(axis=-1), jnp.where(keep, tok, -jnp.inf).max(axis=-1), 0)
+    else:
+        row = tok.sum(axis=-1)
+        if scope == "seq_mean":
+            row = row / jnp.maximum(keep.sum(axis=-1), 1).astype(row.dtype)
+    return jnp.broadcast_to(row[:, None], tok.shape), row
+
 # %% ../../nbs/03l_rollout_correction.ipynb #fb48d3c1
 OPSM_SCOPES = ("sequence", "token")
 
 
-def opsm_mask(
-    log_probs,
-    behavior_log_probs,
-    advantages,
-    mask,
-    off_policy_mask_threshold,
-    scope: str = "sequence",
-    axis_name=None,
-) -> tuple:
+def opsm_mask(log_probs, behavior_log_probs, advantages, mask, off_policy_mask_threshold,
+              scope: str = "sequence", axis_name=None) -> tuple:
     """DeepSeek-V3.2's off-policy sequence mask.
 
     Drops a row whose advantage is negative and whose mean log pi_rollout - log pi_theta exceeds
@@ -450,13 +436,8 @@ def opsm_mask(
     """
     fn = "opsm_mask"
     check_choice(fn, "scope", scope, OPSM_SCOPES)
-    delta = check_number(
-        fn,
-        "off_policy_mask_threshold",
-        off_policy_mask_threshold,
-        lambda v: v >= 0.0,
-        "a number >= 0",
-    )
+    delta = check_number(fn, "off_policy_mask_threshold", off_policy_mask_threshold,
+                         lambda v: v >= 0.0, "a number >= 0")
     log_ratio, keep, out = _log_ratio(fn, log_probs, behavior_log_probs, mask, old_name="log_probs")
     check_rank(fn, "log_probs", log_ratio, 2)
     adv = as_float(fn, "advantages", advantages)

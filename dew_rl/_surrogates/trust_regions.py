@@ -102,14 +102,9 @@ def sequence_product_terms(
     x, adv = a["log_ratio"], a["advantages"]
     rows = keep.any(axis=-1, keepdims=True)
     n = jnp.maximum(count_kept(keep, axis=-1), 1).astype(ct)[:, None]
-    terms, ind = clipped_surrogate_terms(
-        x.sum(axis=-1, keepdims=True),
-        adv.sum(axis=-1, keepdims=True) / n,
-        rows,
-        epsilon_low,
-        epsilon_high,
-        dual_clip,
-    )
+    terms, ind = clipped_surrogate_terms(x.sum(axis=-1, keepdims=True),
+                                         adv.sum(axis=-1, keepdims=True) / n,
+                                         rows, epsilon_low, epsilon_high, dual_clip)
     return jnp.where(keep, terms, 0).astype(rt), {k: keep & v for k, v in ind.items()}
 
 # %% ../../nbs/03j_sequence_trust_regions.ipynb #8b3bbb99
@@ -229,20 +224,16 @@ def clip_cov_terms(
     candidates = keep & ~ind["clipped"] & (cov > lb) & (cov < ub)
     k = jnp.maximum(jnp.floor(ratio * n), 1.0)
     selected = _top_k_select(_row_priorities(key, keep.shape, axis_name), candidates, k, axis_name)
-    return jnp.where(selected, 0, terms).astype(rt), {
-        "clipped": ind["clipped"],
-        "cov_clipped": selected,
-    }
+    return jnp.where(selected, 0, terms).astype(rt), {"clipped": ind["clipped"],
+                                                      "cov_clipped": selected}
 
 
 def _check_key(fn: str, key) -> jax.Array:
     """A single jax.random key (typed, or a legacy uint32[2]), or `ValueError`: a random subset
     needs one."""
     if key is None:
-        raise ValueError(
-            f"{fn}: `key` is required (a jax.random key, so that the random subset is"
-            " reproducible); got None"
-        )
+        raise ValueError(f"{fn}: `key` is required (a jax.random key, so that the random subset is"
+                         " reproducible); got None")
     key = key if isinstance(key, jax.Array) else jnp.asarray(key)
     typed = jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key)
     if not (typed and key.shape == ()) and not (key.dtype == jnp.uint32 and key.shape == (2,)):

@@ -264,13 +264,8 @@ def signed_cispo_terms(
     fn = "signed_cispo_terms"
     lo = check_number(fn, "epsilon_low", epsilon_low, lambda v: 0.0 <= v <= 1.0,
                       "in [0, 1] (lower bound 1 - epsilon_low in [0, 1])")
-    hi = check_number(
-        fn,
-        "epsilon_high",
-        epsilon_high,
-        lambda v: v >= 0.0,
-        ">= 0 (upper bound 1 + epsilon_high >= 1)",
-    )
+    hi = check_number(fn, "epsilon_high", epsilon_high, lambda v: v >= 0.0,
+                      ">= 0 (upper bound 1 + epsilon_high >= 1)")
     a, keep, ct, rt = _token_inputs(
         fn, mask, log_ratio=log_ratio, log_probs=log_probs, advantages=advantages
     )
@@ -424,7 +419,9 @@ def vespo_terms(
     vespo_lambda_neg=2.0,
     is_log_ratio=None,
 ) -> tuple:
-    """Per-token VESPO loss -sg(phi(w)) A log pi, phi(w) = e^lam w^k e^(-lam w), w the sequence ratio, (k, lam) by sign A.
+    """Per-token VESPO loss -sg(phi(w)) A log pi, phi(w) = e^lam w^k e^(-lam w) of the sequence ratio w.
+
+    (k, lam) are chosen by the sign of the advantage A.
 
     Parameters
     ----------
@@ -457,10 +454,8 @@ def vespo_terms(
     arXiv:2602.10693v3 (TRL loss_type `vespo`)
     """
     fn = "vespo_terms"
-    kp, kn = (
-        _nonnegative_number(fn, n, v)
-        for n, v in (("vespo_k_pos", vespo_k_pos), ("vespo_k_neg", vespo_k_neg))
-    )
+    kp, kn = (_nonnegative_number(fn, n, v)
+              for n, v in (("vespo_k_pos", vespo_k_pos), ("vespo_k_neg", vespo_k_neg)))
     lp_, ln_ = (_positive_number(fn, n, v) for n, v in (("vespo_lambda_pos", vespo_lambda_pos),
                                                         ("vespo_lambda_neg", vespo_lambda_neg)))
     arrays = dict(log_ratio=log_ratio, log_probs=log_probs, advantages=advantages)

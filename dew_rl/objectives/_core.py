@@ -170,41 +170,26 @@ def _check_rules(c, rec: Estimator) -> None:
     "The rules that tie fields to the estimator, read from its record, then its own rules."
     est = rec.name
     if rec.advantage is not None and rec.advantage.group and c.n_samples_per_prompt < 2:
-        _reject(
-            "n_samples_per_prompt",
-            c.n_samples_per_prompt,
-            f"for {est}: a group statistic needs two members "
-            "(with one completion per prompt every raw advantage would be 0)",
-            "sample n_samples_per_prompt >= 2 per prompt",
-        )
+        _reject("n_samples_per_prompt", c.n_samples_per_prompt,
+                f"for {est}: a group statistic needs two members "
+                "(with one completion per prompt every raw advantage would be 0)",
+                "sample n_samples_per_prompt >= 2 per prompt")
     if rec.fixed_agg and c.calculate_per_token_loss:
-        _reject(
-            "calculate_per_token_loss",
-            True,
-            f"for {est}: its reduction is part of the estimator "
-            f"({rec.default_agg}); a per-token loss changes the objective",
-            "leave calculate_per_token_loss=False",
-        )
+        _reject("calculate_per_token_loss", True,
+                f"for {est}: its reduction is part of the estimator "
+                f"({rec.default_agg}); a per-token loss changes the objective",
+                "leave calculate_per_token_loss=False")
     if c.calculate_per_token_loss and c.loss_agg_mode not in (None, "token-mean"):
-        _reject(
-            "calculate_per_token_loss",
-            True,
-            f"together with loss_agg_mode={c.loss_agg_mode!r}: True means "
-            "loss_agg_mode='token-mean'",
-            "drop one of the two",
-        )
+        _reject("calculate_per_token_loss", True,
+                f"together with loss_agg_mode={c.loss_agg_mode!r}: True means "
+                "loss_agg_mode='token-mean'", "drop one of the two")
     if rec.fixed_agg and c.loss_agg_mode != rec.default_agg:
-        _reject(
-            "loss_agg_mode",
-            c.loss_agg_mode,
-            f"for {est}: its reduction is part of the estimator",
-            f"use loss_agg_mode={rec.default_agg!r} (or leave it None)",
-        )
-    if (
-        c.dynamic_sampling
+        _reject("loss_agg_mode", c.loss_agg_mode,
+                f"for {est}: its reduction is part of the estimator",
+                f"use loss_agg_mode={rec.default_agg!r} (or leave it None)")
+    if (c.dynamic_sampling
         and "dynamic_sampling" in _reads(c)
-        and c.loss_agg_mode.startswith("seq-mean")
-    ):
+        and c.loss_agg_mode.startswith("seq-mean")):
         _reject(
             "dynamic_sampling",
             True,
@@ -215,12 +200,9 @@ def _check_rules(c, rec: Estimator) -> None:
         )
     if c.overlong_buffer_len is not None and c.max_response_length is not None \
             and c.overlong_buffer_len > c.max_response_length:
-        _reject(
-            "overlong_buffer_len",
-            c.overlong_buffer_len,
-            f"exceeds max_response_length={c.max_response_length}",
-            "use a buffer no longer than the maximum response length",
-        )
+        _reject("overlong_buffer_len", c.overlong_buffer_len,
+                f"exceeds max_response_length={c.max_response_length}",
+                "use a buffer no longer than the maximum response length")
     if rec.rules is not None:
         rec.rules(c)
     # the loss mode's own rules
@@ -308,11 +290,9 @@ def _as_leaf(v):
     schedule's value, an adaptive controller's output) have the same abstract value, and `jit`
     compiles once for both.
     """
-    host = (
-        isinstance(v, (int, float, np.integer, np.floating))
-        or isinstance(v, np.ndarray)
-        and v.ndim == 0
-    )
+    host = (isinstance(v, (int, float, np.integer, np.floating))
+            or isinstance(v, np.ndarray)
+            and v.ndim == 0)
     # a JAX array or tracer, or what JAX puts in a leaf's place (lowering's ArgInfo)
     if _is_array(v) or not host:
         return v
@@ -496,11 +476,9 @@ def _config(fn: str, config, dpo: bool = False):
         )
     rec = _ESTIMATORS[config.advantage_estimator]
     if dpo != (rec.advantage is None):
-        want = (
-            "preference_loss(config, policy_chosen, policy_rejected, pairs)"
-            if not dpo
-            else "advantages and loss"
-        )
+        want = ("preference_loss(config, policy_chosen, policy_rejected, pairs)"
+                if not dpo
+                else "advantages and loss")
         raise ValueError(
             f"{fn}: `config` has advantage_estimator={config.advantage_estimator!r}, which "
             f"{'is' if not dpo else 'is not'} the preference path; use {want}"
@@ -749,13 +727,9 @@ def loss(
     if rec.value:
         check_present(fn, "values", values, f"by {rec.name} (the critic's current predictions)")
     else:
-        check_absent(
-            fn,
-            "values",
-            values,
-            f"for {rec.name}: it has no critic (only an estimator with a value loss, "
-            "such as ppo, takes values)",
-        )
+        check_absent(fn, "values", values,
+                     f"for {rec.name}: it has no critic (only an estimator with a value loss, "
+                     "such as ppo, takes values)")
     if _is_on(cfg, "entropy_coeff", entropy is not None):
         check_present(
             fn, "entropy", entropy, f"when entropy_coeff={_shown(cfg.entropy_coeff)} (not 0)"
@@ -881,10 +855,8 @@ def preference_loss(config, policy_chosen, policy_rejected, pairs, axis_name=Non
         axis_name=axis_name,
     )
     margin = preference_margin(*args).astype(jnp.float32)
-    metrics = {
-        "train/loss": value.astype(jnp.float32),
-        "train/reward_margin": jnp.mean(cfg.beta * margin),
-        "train/reward_accuracy": jnp.mean((margin > 0).astype(jnp.float32)),
-        "train/empty_pairs": jnp.asarray(found["empty_pairs"]).astype(jnp.float32),
-    }
+    metrics = {"train/loss": value.astype(jnp.float32),
+               "train/reward_margin": jnp.mean(cfg.beta * margin),
+               "train/reward_accuracy": jnp.mean((margin > 0).astype(jnp.float32)),
+               "train/empty_pairs": jnp.asarray(found["empty_pairs"]).astype(jnp.float32)}
     return value, _sg(metrics)

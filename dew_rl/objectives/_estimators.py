@@ -51,26 +51,17 @@ __all__ = ['RFPP', 'RFPP_BASELINE', 'GROUP_Z', 'DAPO', 'RLOO', 'GAE', 'ESTIMATOR
 
 # %% ../../nbs/04b_estimators.ipynb #9b370eea
 def _ppo_clip(cfg, lp, old, adv, keep, ctx):
-    terms, ind = clipped_surrogate_terms(
-        token_log_ratio(lp, old),
-        adv,
-        keep,
-        epsilon_low=cfg.clip_ratio_low,
-        epsilon_high=cfg.clip_ratio_high,
-        dual_clip=cfg.clip_ratio_c,
-    )
+    terms, ind = clipped_surrogate_terms(token_log_ratio(lp, old), adv, keep,
+                                         epsilon_low=cfg.clip_ratio_low,
+                                         epsilon_high=cfg.clip_ratio_high,
+                                         dual_clip=cfg.clip_ratio_c)
     return terms, ind
 
 
 def _gspo_clip(cfg, lp, old, adv, keep, ctx):
-    return clipped_surrogate_terms(
-        sequence_log_ratio(lp, old, keep),
-        adv,
-        keep,
-        epsilon_low=cfg.clip_ratio_low,
-        epsilon_high=cfg.clip_ratio_high,
-        dual_clip=cfg.clip_ratio_c,
-    )
+    return clipped_surrogate_terms(sequence_log_ratio(lp, old, keep), adv, keep,
+                                   epsilon_low=cfg.clip_ratio_low, epsilon_high=cfg.clip_ratio_high,
+                                   dual_clip=cfg.clip_ratio_c)
 
 
 def _sapo_gate(cfg, lp, old, adv, keep, ctx):
@@ -115,13 +106,11 @@ register_loss_mode("cispo", PolicyStage(_cispo_weight, ("cispo_epsilon_low", "ci
                                         "arXiv:2506.13585v1 (MiniMax-M1, CISPO)"), replace=True)
 register_loss_mode(
     "reinforce",
-    PolicyStage(
-        _reinforce,
-        (),
-        types.MappingProxyType({}),
-        "the policy gradient -A log pi, no ratio (verl's bypass `reinforce`, NeMo-RL's "
-        "`disable_ppo_ratio`); arXiv:2402.14740v2",
-    ),
+    PolicyStage(_reinforce,
+                (),
+                types.MappingProxyType({}),
+                "the policy gradient -A log pi, no ratio (verl's bypass `reinforce`, NeMo-RL's "
+                "`disable_ppo_ratio`); arXiv:2402.14740v2"),
     replace=True,
 )
 
@@ -142,14 +131,8 @@ def _geo_mean(cfg, lp, old, adv, keep, ctx):
 
 
 def _sequence_product(cfg, lp, old, adv, keep, ctx):
-    return sequence_product_terms(
-        token_log_ratio(lp, old),
-        adv,
-        keep,
-        cfg.clip_ratio_low,
-        cfg.clip_ratio_high,
-        cfg.clip_ratio_c,
-    )
+    return sequence_product_terms(token_log_ratio(lp, old), adv, keep, cfg.clip_ratio_low,
+                                  cfg.clip_ratio_high, cfg.clip_ratio_c)
 
 
 def _signed_cispo(cfg, lp, old, adv, keep, ctx):
@@ -205,34 +188,19 @@ def _kl_cov(cfg, lp, old, adv, keep, ctx):
 
 def _m2po_rules(cfg):
     if cfg.kl2_budget is None:
-        _reject(
-            "kl2_budget",
-            None,
-            "with loss_mode='m2po': Relax's M2PO clips to a second-moment budget",
-            "set kl2_budget (e.g. 0.04)",
-        )
+        _reject("kl2_budget", None,
+                "with loss_mode='m2po': Relax's M2PO clips to a second-moment budget",
+                "set kl2_budget (e.g. 0.04)")
 
 
 def _m2po(cfg, lp, old, adv, keep, ctx):
-    return m2po_terms(
-        token_log_ratio(lp, old),
-        adv,
-        keep,
-        cfg.kl2_budget,
-        cfg.miniclip_low,
-        cfg.miniclip_high,
-        axis_name=ctx.axis_name,
-    )
+    return m2po_terms(token_log_ratio(lp, old), adv, keep, cfg.kl2_budget, cfg.miniclip_low,
+                      cfg.miniclip_high, axis_name=ctx.axis_name)
 
 
 def _p3o(cfg, lp, old, adv, keep, ctx):
-    beh = _token_field(
-        "loss",
-        ctx.rollout,
-        "behavior_log_probs",
-        keep,
-        "by loss_mode='p3o' (its ESS is of the sampler)",
-    )
+    beh = _token_field("loss", ctx.rollout, "behavior_log_probs", keep,
+                       "by loss_mode='p3o' (its ESS is of the sampler)")
     return p3o_terms(lp, beh, adv, keep, axis_name=ctx.axis_name)
 
 
@@ -262,24 +230,15 @@ for _name, _stage in {
     "sequence_product": PolicyStage(
         _sequence_product, _CLIP, _FRAC, "TRL RLOO's sequence-product ratio"
     ),
-    "signed_cispo": PolicyStage(
-        _signed_cispo,
-        ("cispo_epsilon_low", "cispo_epsilon_high"),
-        _FRAC,
-        "Relax's sign-dependent CISPO bound",
-    ),
-    "topr": PolicyStage(
-        _topr,
-        ("topr_positive_weight", "topr_negative_weight"),
-        _FRAC,
-        "ROLL `topr`; arXiv:2503.14286",
-    ),
-    "vespo": PolicyStage(
-        _vespo,
-        ("vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg"),
-        _NONE,
-        "TRL `vespo`; arXiv:2602.10693v3",
-    ),
+    "signed_cispo": PolicyStage(_signed_cispo,
+                                ("cispo_epsilon_low", "cispo_epsilon_high"),
+                                _FRAC, "Relax's sign-dependent CISPO bound"),
+    "topr": PolicyStage(_topr,
+                        ("topr_positive_weight", "topr_negative_weight"),
+                        _FRAC, "ROLL `topr`; arXiv:2503.14286"),
+    "vespo": PolicyStage(_vespo,
+                         ("vespo_k_pos", "vespo_lambda_pos", "vespo_k_neg", "vespo_lambda_neg"),
+                         _NONE, "TRL `vespo`; arXiv:2602.10693v3"),
     "clip_cov": PolicyStage(
         _clip_cov,
         ("clip_ratio_low", "clip_ratio_high", "clip_cov_ratio", "clip_cov_lb", "clip_cov_ub"),
@@ -289,19 +248,14 @@ for _name, _stage in {
     "kl_cov": PolicyStage(
         _kl_cov, ("kl_cov_ratio", "ppo_kl_coef"), _NONE, "verl `kl_cov`; arXiv:2505.22617"
     ),
-    "p3o": PolicyStage(
-        _p3o,
-        (),
-        types.MappingProxyType({"capped": "train/pg_clipfrac"}),
-        "Relax `p3o`; arXiv:2605.12380",
-    ),
-    "m2po": PolicyStage(
-        _m2po,
-        ("kl2_budget", "miniclip_low", "miniclip_high"),
-        types.MappingProxyType({"clipped": "train/pg_clipfrac"}),
-        "Relax `m2po`; arXiv:2510.01161",
-        _m2po_rules,
-    ),
+    "p3o": PolicyStage(_p3o,
+                       (),
+                       types.MappingProxyType({"capped": "train/pg_clipfrac"}),
+                       "Relax `p3o`; arXiv:2605.12380"),
+    "m2po": PolicyStage(_m2po,
+                        ("kl2_budget", "miniclip_low", "miniclip_high"),
+                        types.MappingProxyType({"clipped": "train/pg_clipfrac"}),
+                        "Relax `m2po`; arXiv:2510.01161", _m2po_rules),
 }.items():
     register_loss_mode(_name, _stage, replace=True)
 
@@ -370,12 +324,9 @@ def _dapo_stage(cfg, rollout, keep, groups, axis_name):
     if not cfg.dynamic_sampling:
         return RawAdvantages(raw, _reward_metric(r, axis_name))
     kept_rows, kept_groups = dynamic_sampling_mask(r, groups)
-    kept = aggregate(
-        kept_groups.astype(jnp.float32)[None, None],
-        jnp.ones((1, 1), bool),
-        "token-sum",
-        axis_name=axis_name,
-    )  # the groups of every shard
+    kept = aggregate(kept_groups.astype(jnp.float32)[None, None],
+                     jnp.ones((1, 1), bool),
+                     "token-sum", axis_name=axis_name)  # the groups of every shard
     return RawAdvantages(raw, _reward_metric(r, axis_name), kept_rows=kept_rows,
                          metrics={"rollout/kept_groups": kept.astype(jnp.int32)})
 
@@ -411,18 +362,14 @@ def _gae_stage(cfg, rollout, keep, groups, axis_name):
     kl, metrics = _k1_in_reward(fn, cfg, rollout, keep, axis_name)
     if kl is not None:
         r_tok = jnp.where(keep, r_tok - cfg.kl_coef * kl, 0)
-    lam = (
-        cfg.lam
-        if cfg.length_adaptive_alpha is None
-        else length_adaptive_lambda(keep, cfg.length_adaptive_alpha)
-    )
+    lam = (cfg.lam
+           if cfg.length_adaptive_alpha is None
+           else length_adaptive_lambda(keep, cfg.length_adaptive_alpha))
     raw = jnp.where(keep, gae_raw(r_tok, values, keep, cfg.gamma, lam), 0)
     # VAPO's decoupled GAE: the critic's targets with their own lambda (NeMo-RL's gae_lambda_value)
-    value_adv = (
-        raw
-        if cfg.gae_lambda_value is None
-        else gae_raw(r_tok, values, keep, cfg.gamma, cfg.gae_lambda_value)
-    )
+    value_adv = (raw
+                 if cfg.gae_lambda_value is None
+                 else gae_raw(r_tok, values, keep, cfg.gamma, cfg.gae_lambda_value))
     return RawAdvantages(
         raw, reward, returns=jnp.where(keep, value_adv + values, 0), metrics=metrics
     )
@@ -447,31 +394,20 @@ _GROUP_READS = ("n_samples_per_prompt", "reward_post_process", "custom_advantage
 _Z = ("norm_adv_by_std_in_grpo",)
 RFPP = AdvantageStage(
     _rfpp_stage,
-    (
-        "normalize_advantages",
-        "gamma",
-        "kl_coef",
-        "kl_penalty",
-        "reward_post_process",
-        "custom_advantage",
-    ),
+    ("normalize_advantages", "gamma", "kl_coef", "kl_penalty", "reward_post_process",
+     "custom_advantage"),
     ("rewards", "old_log_probs", "ref_log_probs"),
     normalise=_population_normalise,
     metrics=("rollout/returns", "rollout/reward_kl_penalty"),
 )
-RFPP_BASELINE = AdvantageStage(
-    _baseline_stage,
-    ("normalize_advantages", "n_samples_per_prompt"),
-    ("rewards", "group_ids"),
-    group=True,
-    normalise=_population_normalise,
-)
-GROUP_Z = AdvantageStage(
-    _group_stage,
-    _Z + _GROUP_READS + ("scale_rewards", "use_leave_one_out_baseline"),
-    ("rewards", "group_ids"),
-    group=True,
-)
+RFPP_BASELINE = AdvantageStage(_baseline_stage,
+                               ("normalize_advantages", "n_samples_per_prompt"),
+                               ("rewards", "group_ids"),
+                               group=True, normalise=_population_normalise)
+GROUP_Z = AdvantageStage(_group_stage,
+                         _Z + _GROUP_READS + ("scale_rewards", "use_leave_one_out_baseline"),
+                         ("rewards", "group_ids"),
+                         group=True)
 DAPO = AdvantageStage(
     _dapo_stage,
     _Z
@@ -481,12 +417,10 @@ DAPO = AdvantageStage(
     group=True,
     metrics=("rollout/kept_groups",),
 )
-RLOO = AdvantageStage(
-    _rloo_stage,
-    _GROUP_READS + ("kl_coef", "kl_penalty"),
-    ("rewards", "group_ids", "old_log_probs", "ref_log_probs"),
-    group=True,
-)
+RLOO = AdvantageStage(_rloo_stage,
+                      _GROUP_READS + ("kl_coef", "kl_penalty"),
+                      ("rewards", "group_ids", "old_log_probs", "ref_log_probs"),
+                      group=True)
 GAE = AdvantageStage(
     _gae_stage,
     (
@@ -533,13 +467,8 @@ register_estimator(
     Estimator(
         "reinforce_plus_plus",
         RFPP,
-        recipe=dict(
-            normalize_advantages=True,
-            gamma=1.0,
-            kl_coef=0.01,
-            clip_ratio_c=None,
-            loss_mode="vanilla",
-        ),
+        recipe=dict(normalize_advantages=True, gamma=1.0, kl_coef=0.01, clip_ratio_c=None,
+                    loss_mode="vanilla"),
         default_agg="seq-mean-token-mean",
         fixed_agg=True,
         rules=_rfpp_rules,
@@ -552,23 +481,14 @@ register_estimator(
     Estimator(
         "reinforce_plus_plus_baseline",
         RFPP_BASELINE,
-        recipe=dict(
-            normalize_advantages=True,
-            n_samples_per_prompt=8,
-            use_kl_loss=True,
-            kl_loss_type="k2",
-            kl_loss_coef=0.01,
-            clip_ratio_c=None,
-            loss_mode="vanilla",
-        ),
+        recipe=dict(normalize_advantages=True, n_samples_per_prompt=8, use_kl_loss=True,
+                    kl_loss_type="k2", kl_loss_coef=0.01, clip_ratio_c=None, loss_mode="vanilla"),
         default_agg="seq-mean-token-mean",
         fixed_agg=True,
         rules=_rfpp_rules,
         hints=types.MappingProxyType({
-            "kl_coef": (
-                "its reference KL is the separate k2 loss, never in the advantage (set"
-                " kl_loss_coef)"
-            ),
+            "kl_coef": ("its reference KL is the separate k2 loss, never in the advantage (set"
+                        " kl_loss_coef)"),
             "reward_post_process": "it would bypass the frozen inclusive group-mean advantage",
             "custom_advantage": "it would bypass the frozen inclusive group-mean advantage",
         }),
@@ -619,13 +539,8 @@ register_estimator(
     Estimator(
         "dapo",
         DAPO,
-        recipe=dict(
-            n_samples_per_prompt=8,
-            clip_ratio_high=0.28,
-            dynamic_sampling=True,
-            overlong_penalty_factor=1.0,
-            loss_mode="vanilla",
-        ),
+        recipe=dict(n_samples_per_prompt=8, clip_ratio_high=0.28, dynamic_sampling=True,
+                    overlong_penalty_factor=1.0, loss_mode="vanilla"),
         default_agg="token-mean",
         summary=(
             "group advantage of overlong-shaped rewards, clip-higher 0.2/0.28, dynamic sampling,"
@@ -641,13 +556,8 @@ register_estimator(
     Estimator(
         "gspo",
         GROUP_Z,
-        recipe=dict(
-            n_samples_per_prompt=8,
-            clip_ratio_low=3e-4,
-            clip_ratio_high=4e-4,
-            clip_ratio_c=None,
-            loss_mode="gspo",
-        ),
+        recipe=dict(n_samples_per_prompt=8, clip_ratio_low=3e-4, clip_ratio_high=4e-4,
+                    clip_ratio_c=None, loss_mode="gspo"),
         default_agg="seq-mean-token-mean",
         summary="the group advantage with the length-normalised sequence ratio, clip 3e-4/4e-4",
         source="arXiv:2507.18071v2 (GSPO)",
@@ -655,14 +565,11 @@ register_estimator(
     replace=True,
 )
 register_estimator(
-    Estimator(
-        "sapo",
-        GROUP_Z,
-        recipe=dict(n_samples_per_prompt=8, tau_pos=1.0, tau_neg=1.05, loss_mode="sapo"),
-        default_agg="seq-mean-token-mean",
-        summary="the group advantage with the soft gate -(4/tau) sigmoid(tau (rho - 1)) A",
-        source="arXiv:2511.20347v1 (SAPO)",
-    ),
+    Estimator("sapo", GROUP_Z,
+              recipe=dict(n_samples_per_prompt=8, tau_pos=1.0, tau_neg=1.05, loss_mode="sapo"),
+              default_agg="seq-mean-token-mean",
+              summary="the group advantage with the soft gate -(4/tau) sigmoid(tau (rho - 1)) A",
+              source="arXiv:2511.20347v1 (SAPO)"),
     replace=True,
 )
 register_estimator(
@@ -681,14 +588,11 @@ register_estimator(
 
 # %% ../../nbs/04b_estimators.ipynb #a22e8741
 register_estimator(
-    Estimator(
-        "rloo",
-        RLOO,
-        recipe=dict(n_samples_per_prompt=8, loss_mode="vanilla"),
-        default_agg="token-mean",
-        summary="R_i - mean of the other members of its group on every token, dual-clip PPO",
-        source="arXiv:2402.14740v2 (RLOO)",
-    ),
+    Estimator("rloo", RLOO,
+              recipe=dict(n_samples_per_prompt=8, loss_mode="vanilla"),
+              default_agg="token-mean",
+              summary="R_i - mean of the other members of its group on every token, dual-clip PPO",
+              source="arXiv:2402.14740v2 (RLOO)"),
     replace=True,
 )
 
@@ -697,14 +601,8 @@ register_estimator(
     Estimator(
         "ppo",
         GAE,
-        recipe=dict(
-            normalize_advantages=True,
-            gamma=1.0,
-            lam=0.95,
-            cliprange_value=0.2,
-            vf_coef=0.5,
-            loss_mode="vanilla",
-        ),
+        recipe=dict(normalize_advantages=True, gamma=1.0, lam=0.95, cliprange_value=0.2,
+                    vf_coef=0.5, loss_mode="vanilla"),
         default_agg="token-mean",
         reads=("cliprange_value", "vf_coef"),
         value=True,
@@ -744,12 +642,8 @@ register_estimator(
 # %% ../../nbs/04b_estimators.ipynb #ad2aa526
 def _components(fn, rollout, keep):
     value = rollout.reward_components
-    check_present(
-        fn,
-        "rollout.reward_components",
-        value,
-        "by gdpo (the reward components of each row, [B, K])",
-    )
+    check_present(fn, "rollout.reward_components", value,
+                  "by gdpo (the reward components of each row, [B, K])")
     x = as_float(fn, "rollout.reward_components", value, allow_int=True)
     if x.ndim != 2 or x.shape[0] != keep.shape[0]:
         raise ValueError(
@@ -761,11 +655,9 @@ def _components(fn, rollout, keep):
 
 def _gdpo_stage(cfg, rollout, keep, groups, axis_name):
     comps = _components("advantages", rollout, keep)
-    w = (
-        None
-        if cfg.gdpo_reward_weights is None
-        else jnp.asarray(cfg.gdpo_reward_weights, jnp.float32)
-    )
+    w = (None
+         if cfg.gdpo_reward_weights is None
+         else jnp.asarray(cfg.gdpo_reward_weights, jnp.float32))
     adv = gdpo_advantage(comps, keep, groups, reward_weights=w, axis_name=axis_name)
     total = comps.sum(-1) if w is None else comps @ w
     return RawAdvantages(jnp.where(keep, adv, 0), _reward_metric(total, axis_name))
@@ -795,12 +687,8 @@ def _remax_stage(cfg, rollout, keep, groups, axis_name):
     r_tok = _token_field(
         fn, rollout, "token_rewards", keep, "by remax (the per-token rewards)", allow_int=True
     )
-    check_present(
-        fn,
-        "rollout.reward_baselines",
-        rollout.reward_baselines,
-        "by remax (the greedy response's reward)",
-    )
+    check_present(fn, "rollout.reward_baselines", rollout.reward_baselines,
+                  "by remax (the greedy response's reward)")
     base = as_float(fn, "rollout.reward_baselines", rollout.reward_baselines, allow_int=True)
     adv, returns = remax_advantage(r_tok, base, keep)
     reward = aggregate(r_tok, keep, "seq-mean-token-sum", axis_name=axis_name)
@@ -809,14 +697,9 @@ def _remax_stage(cfg, rollout, keep, groups, axis_name):
 
 def _otb_stage(cfg, rollout, keep, groups, axis_name):
     fn = "advantages"
-    r_tok = _token_field(
-        fn,
-        rollout,
-        "token_rewards",
-        keep,
-        "by optimal_token_baseline (the per-token rewards)",
-        allow_int=True,
-    )
+    r_tok = _token_field(fn, rollout, "token_rewards", keep,
+                         "by optimal_token_baseline (the per-token rewards)",
+                         allow_int=True)
     old = _token_field(
         fn, rollout, "old_log_probs", keep, "by optimal_token_baseline (its weights W_t)"
     )
@@ -832,75 +715,54 @@ _G = ("n_samples_per_prompt", "custom_advantage")
 for _name, _stage, _recipe, _summary, _source in (
     (
         "gdpo",
-        AdvantageStage(
-            _gdpo_stage,
-            _G + ("gdpo_reward_weights",),
-            ("reward_components", "group_ids"),
-            group=True,
-        ),
+        AdvantageStage(_gdpo_stage,
+                       _G + ("gdpo_reward_weights",),
+                       ("reward_components", "group_ids"),
+                       group=True),
         dict(n_samples_per_prompt=8, loss_mode="vanilla"),
         "a z-score per reward component and group, a weighted sum, whitened over the batch",
         "arXiv:2601.05242v1 (GDPO)",
     ),
-    (
-        "opo",
-        AdvantageStage(
-            _opo_stage, _G + ("reward_post_process",), ("rewards", "group_ids"), group=True
-        ),
-        dict(n_samples_per_prompt=8, loss_mode="vanilla"),
-        "R minus the length-weighted mean of its group",
-        "arXiv:2505.23585v2 (OPO)",
-    ),
+    ("opo",
+     AdvantageStage(
+         _opo_stage, _G + ("reward_post_process",), ("rewards", "group_ids"), group=True
+     ),
+     dict(n_samples_per_prompt=8, loss_mode="vanilla"),
+     "R minus the length-weighted mean of its group",
+     "arXiv:2505.23585v2 (OPO)"),
     (
         "grpo_passk",
-        AdvantageStage(
-            _passk_stage,
-            _G + ("reward_post_process", "norm_adv_by_std_in_grpo"),
-            ("rewards", "group_ids"),
-            group=True,
-        ),
+        AdvantageStage(_passk_stage,
+                       _G + ("reward_post_process", "norm_adv_by_std_in_grpo"),
+                       ("rewards", "group_ids"),
+                       group=True),
         dict(n_samples_per_prompt=8, loss_mode="vanilla"),
         "only the group's best row gets (r_max - r_2nd) [/ std]",
         "arXiv:2503.19595 (Pass@k, as cited by verl)",
     ),
-    (
-        "gpg",
-        AdvantageStage(
-            _gpg_stage, _G + ("reward_post_process",), ("rewards", "group_ids"), group=True
-        ),
-        dict(n_samples_per_prompt=8, loss_mode="reinforce"),
-        "alpha (R - group mean), alpha = B / #{R != 0}, with -A log pi",
-        "arXiv:2504.02546v3 (GPG)",
-    ),
-    (
-        "remax",
-        AdvantageStage(_remax_stage, ("custom_advantage",), ("token_rewards", "reward_baselines")),
-        dict(loss_mode="vanilla"),
-        "the return to go minus the reward of a greedy response",
-        "arXiv:2310.10505 (ReMax)",
-    ),
-    (
-        "optimal_token_baseline",
-        AdvantageStage(
-            _otb_stage,
-            _G,
-            ("token_rewards", "old_log_probs", "sum_pi_squared", "group_ids"),
-            group=True,
-        ),
-        dict(n_samples_per_prompt=8, loss_mode="vanilla"),
-        "per-token baseline sum G_t W_t / sum W_t with W from sum pi^2",
-        "arXiv:2602.07078v1 (optimal token baseline)",
-    ),
+    ("gpg",
+     AdvantageStage(
+         _gpg_stage, _G + ("reward_post_process",), ("rewards", "group_ids"), group=True
+     ),
+     dict(n_samples_per_prompt=8, loss_mode="reinforce"),
+     "alpha (R - group mean), alpha = B / #{R != 0}, with -A log pi",
+     "arXiv:2504.02546v3 (GPG)"),
+    ("remax",
+     AdvantageStage(_remax_stage, ("custom_advantage",), ("token_rewards", "reward_baselines")),
+     dict(loss_mode="vanilla"),
+     "the return to go minus the reward of a greedy response",
+     "arXiv:2310.10505 (ReMax)"),
+    ("optimal_token_baseline",
+     AdvantageStage(_otb_stage, _G,
+                    ("token_rewards", "old_log_probs", "sum_pi_squared", "group_ids"),
+                    group=True),
+     dict(n_samples_per_prompt=8, loss_mode="vanilla"),
+     "per-token baseline sum G_t W_t / sum W_t with W from sum pi^2",
+     "arXiv:2602.07078v1 (optimal token baseline)"),
 ):
     register_estimator(
-        Estimator(
-            _name,
-            _stage,
-            recipe=_recipe,
-            default_agg="token-mean",
-            summary=_summary,
-            source=_source,
-        ),
+        Estimator(_name, _stage, recipe=_recipe, default_agg="token-mean", summary=_summary,
+                  source=_source),
         replace=True,
     )
 
@@ -956,11 +818,9 @@ def fields_read(name: str) -> tuple:
     rec = _ESTIMATORS[name]
     reads = set(rec.reads)
     if rec.advantage is not None:
-        reads |= (
-            set(_COMMON)
-            | set(rec.advantage.reads)
-            | set(_LOSS_MODES[rec.recipe["loss_mode"]].reads)
-        )
+        reads |= (set(_COMMON)
+                  | set(rec.advantage.reads)
+                  | set(_LOSS_MODES[rec.recipe["loss_mode"]].reads))
         reads -= set(rec.advantage.excludes)
     return tuple(f for f in FIELD_DEFAULTS if f in reads) + tuple(
         f for f in _EXTRA_FIELDS if f in reads

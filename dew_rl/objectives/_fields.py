@@ -230,12 +230,10 @@ def _add_fields(fn: str, owner: str, reads, fields, replace: bool) -> None:
                 f"{fn}: `fields` of {owner!r} must be dew_rl.objectives.Field records; got"
                 f" {type(f).__name__}"
             )
-        if (
-            f.name in FIELD_DEFAULTS
+        if (f.name in FIELD_DEFAULTS
             or f.name.startswith("_")
             or not f.name.isidentifier()
-            or f.name in new
-        ):
+            or f.name in new):
             raise ValueError(
                 f"{fn}: the field {f.name!r} of {owner!r} is a built-in ObjectiveConfig field,"
                 " private, not an identifier or declared twice; choose another name"
@@ -287,10 +285,8 @@ def register_estimator(record: Estimator, replace: bool = False, fields: tuple =
         "register_estimator", record.name, tuple(record.reads) + tuple(stage_reads), fields, replace
     )
     if record.advantage is not None and record.recipe.get("loss_mode") not in _LOSS_MODES:
-        raise ValueError(
-            f"register_estimator: {record.name!r} needs a recipe loss_mode among"
-            f" {sorted(_LOSS_MODES)}"
-        )
+        raise ValueError(f"register_estimator: {record.name!r} needs a recipe loss_mode among"
+                         f" {sorted(_LOSS_MODES)}")
     _ESTIMATORS[record.name] = record
 
 # %% ../../nbs/04e_config_fields.ipynb #11b75ee8
@@ -376,36 +372,17 @@ BUILTIN_FIELDS = (
         1,
         why=" (the group size G)",
         owner="stage 1 of the group estimators",
-        doc=(
-            "int >= 1: the group size G the rollout was sampled with; without `Rollout.group_ids`,"
-            " rows g*G .. g*G+G-1 share a prompt (group estimators only)"
-        ),
+        doc=("int >= 1: the group size G the rollout was sampled with; without `Rollout.group_ids`,"
+             " rows g*G .. g*G+G-1 share a prompt (group estimators only)"),
     ),
-    _flag(
-        "normalize_advantages",
-        False,
-        owner="stage 1: reinforce_plus_plus, ppo",
-        doc=(
-            "bool: z-score the advantages over the global batch (REINFORCE++ pair: population"
-            " variance under a 1e-8 floor; PPO: Bessel whitening)"
-        ),
-    ),
-    _flag(
-        "norm_adv_by_std_in_grpo",
-        True,
-        owner="stage 1: the GRPO family",
-        doc=(
-            "bool: divide the group-centred reward by the group std (GRPO family); False for"
-            " Dr.GRPO"
-        ),
-    ),
-    _number(
-        "gamma",
-        1.0,
-        _UNIT,
-        owner="stage 1: reinforce_plus_plus, ppo",
-        doc="float in [0, 1]: the discount (REINFORCE++ returns, GAE)",
-    ),
+    _flag("normalize_advantages", False, owner="stage 1: reinforce_plus_plus, ppo",
+          doc=("bool: z-score the advantages over the global batch (REINFORCE++ pair: population"
+               " variance under a 1e-8 floor; PPO: Bessel whitening)")),
+    _flag("norm_adv_by_std_in_grpo", True, owner="stage 1: the GRPO family",
+          doc=("bool: divide the group-centred reward by the group std (GRPO family); False for"
+               " Dr.GRPO")),
+    _number("gamma", 1.0, _UNIT, owner="stage 1: reinforce_plus_plus, ppo",
+            doc="float in [0, 1]: the discount (REINFORCE++ returns, GAE)"),
     _number("lam", 1.0, _UNIT, owner="stage 1: ppo", doc="float in [0, 1]: GAE's lambda (PPO)"),
     _number(
         "kl_coef",
@@ -413,21 +390,17 @@ BUILTIN_FIELDS = (
         _NON_NEGATIVE,
         switch="rollout.ref_log_probs",
         owner="stage 1: the k1 reward shaping (reinforce_plus_plus, rloo, ppo)",
-        doc=(
-            "float >= 0: beta of the k1 reward shaping, `-beta * (old - ref)` per token"
-            " (REINFORCE++, PPO); on when the rollout carries `ref_log_probs` (0 then weighs"
-            " nothing); a host number other than 0 needs them"
-        ),
+        doc=("float >= 0: beta of the k1 reward shaping, `-beta * (old - ref)` per token"
+             " (REINFORCE++, PPO); on when the rollout carries `ref_log_probs` (0 then weighs"
+             " nothing); a host number other than 0 needs them"),
     ),
     _flag(
         "use_kl_loss",
         False,
         common=True,
         owner="piece kl_loss",
-        doc=(
-            "bool: add `kl_loss_coef * aggregate(kl_penalty(log_probs, ref, kl_loss_type))` to the"
-            " loss"
-        ),
+        doc=("bool: add `kl_loss_coef * aggregate(kl_penalty(log_probs, ref, kl_loss_type))` to the"
+             " loss"),
     ),
     _choice(
         "kl_loss_type",
@@ -451,38 +424,19 @@ BUILTIN_FIELDS = (
         owner="piece kl_loss",
         doc="float >= 0: the KL loss weight; read only with `use_kl_loss=True`",
     ),
-    _number(
-        "clip_ratio_low",
-        0.2,
-        (
-            lambda v: 0.0 < v < 1.0,
-            "in (0, 1): a positive clip whose lower bound 1 - clip_ratio_low stays positive",
-        ),
-        owner="the clipped loss modes",
-        doc=(
-            "float in (0, 1): the lower PPO clip offset, the ratio is clipped below at 1 -"
-            " clip_ratio_low"
-        ),
-    ),
-    _number(
-        "clip_ratio_high",
-        0.2,
-        _POSITIVE,
-        owner="the clipped loss modes",
-        doc=(
-            "float > 0: the upper PPO clip offset, the ratio is clipped above at 1 +"
-            " clip_ratio_high"
-        ),
-    ),
-    _number(
-        "clip_ratio_c",
-        3.0,
-        (lambda v: 1.0 < v < np.inf, "None (no dual clip) or a finite number > 1"),
-        optional=True,
-        type=float | None,
-        owner="the dual-clip loss modes",
-        doc="float > 1 or None: the dual-clip constant; None disables it",
-    ),
+    _number("clip_ratio_low", 0.2,
+            (lambda v: 0.0 < v < 1.0,
+             "in (0, 1): a positive clip whose lower bound 1 - clip_ratio_low stays positive"),
+            owner="the clipped loss modes",
+            doc=("float in (0, 1): the lower PPO clip offset, the ratio is clipped below at 1 -"
+                 " clip_ratio_low")),
+    _number("clip_ratio_high", 0.2, _POSITIVE, owner="the clipped loss modes",
+            doc=("float > 0: the upper PPO clip offset, the ratio is clipped above at 1 +"
+                 " clip_ratio_high")),
+    _number("clip_ratio_c", 3.0,
+            (lambda v: 1.0 < v < np.inf, "None (no dual clip) or a finite number > 1"),
+            optional=True, type=float | None, owner="the dual-clip loss modes",
+            doc="float > 1 or None: the dual-clip constant; None disables it"),
     _choice(
         "loss_agg_mode",
         None,
@@ -491,10 +445,8 @@ BUILTIN_FIELDS = (
         type=str | None,
         common=True,
         owner="the reduction",
-        doc=(
-            "str or None: one of `dew_rl.AGGREGATION_MODES`; None resolves to the estimator's"
-            " default reduction (\"token-mean\" when `calculate_per_token_loss=True`)"
-        ),
+        doc=("str or None: one of `dew_rl.AGGREGATION_MODES`; None resolves to the estimator's"
+             " default reduction (\"token-mean\" when `calculate_per_token_loss=True`)"),
     ),
     _number(
         "loss_agg_norm",
@@ -507,32 +459,15 @@ BUILTIN_FIELDS = (
         hint=", or use loss_agg_mode='seq-mean-token-sum-norm'",
         common=True,
         owner="the reduction",
-        doc=(
-            "float > 0 or None: the constant of \"seq-mean-token-sum-norm\"; None:"
-            " `max_response_length`, else T"
-        ),
+        doc=("float > 0 or None: the constant of \"seq-mean-token-sum-norm\"; None:"
+             " `max_response_length`, else T"),
     ),
-    _flag(
-        "calculate_per_token_loss",
-        False,
-        common=True,
-        owner="the reduction",
-        doc="bool: the seed's switch; True means `loss_agg_mode=\"token-mean\"`",
-    ),
-    _number(
-        "tau_pos",
-        1.0,
-        _POSITIVE,
-        owner="loss_mode sapo",
-        doc="float > 0: SAPO's gate temperature where A > 0",
-    ),
-    _number(
-        "tau_neg",
-        1.05,
-        _POSITIVE,
-        owner="loss_mode sapo",
-        doc="float > 0: SAPO's gate temperature where A <= 0",
-    ),
+    _flag("calculate_per_token_loss", False, common=True, owner="the reduction",
+          doc="bool: the seed's switch; True means `loss_agg_mode=\"token-mean\"`"),
+    _number("tau_pos", 1.0, _POSITIVE, owner="loss_mode sapo",
+            doc="float > 0: SAPO's gate temperature where A > 0"),
+    _number("tau_neg", 1.05, _POSITIVE, owner="loss_mode sapo",
+            doc="float > 0: SAPO's gate temperature where A <= 0"),
     _number(
         "cispo_epsilon_low",
         1.0,
@@ -543,27 +478,14 @@ BUILTIN_FIELDS = (
             " bound)"
         ),
     ),
-    _number(
-        "cispo_epsilon_high",
-        4.0,
-        _POSITIVE,
-        owner="loss_mode cispo, signed_cispo",
-        doc="float > 0: CISPO's weight is clipped above at 1 + cispo_epsilon_high",
-    ),
-    _number(
-        "cliprange_value",
-        0.2,
-        _POSITIVE,
-        owner="piece value_loss (ppo)",
-        doc="float > 0: PPO's value clip half-width",
-    ),
-    _number(
-        "vf_coef",
-        0.5,
-        _NON_NEGATIVE,
-        owner="piece value_loss (ppo)",
-        doc="float >= 0: the weight of PPO's value loss",
-    ),
+    _number("cispo_epsilon_high", 4.0, _POSITIVE, owner="loss_mode cispo, signed_cispo",
+            doc="float > 0: CISPO's weight is clipped above at 1 + cispo_epsilon_high"),
+    _number("cliprange_value", 0.2, _POSITIVE,
+            owner="piece value_loss (ppo)",
+            doc="float > 0: PPO's value clip half-width"),
+    _number("vf_coef", 0.5, _NON_NEGATIVE,
+            owner="piece value_loss (ppo)",
+            doc="float >= 0: the weight of PPO's value loss"),
     _number(
         "tis_cap",
         None,
@@ -584,11 +506,9 @@ BUILTIN_FIELDS = (
         switch="entropy",
         common=True,
         owner="piece entropy_bonus",
-        doc=(
-            "float: the entropy bonus weight, `- entropy_coeff * aggregate(entropy)`; the bonus is"
-            " on when `loss` gets `entropy` (0 then weighs nothing); a host number other than 0"
-            " needs it"
-        ),
+        doc=("float: the entropy bonus weight, `- entropy_coeff * aggregate(entropy)`; the bonus is"
+             " on when `loss` gets `entropy` (0 then weighs nothing); a host number other than 0"
+             " needs it"),
     ),
     _flag(
         "dynamic_sampling",
@@ -596,15 +516,9 @@ BUILTIN_FIELDS = (
         owner="stage 1: dapo",
         doc="bool: DAPO: groups whose rewards are all equal leave the loss (their rows are masked)",
     ),
-    _int(
-        "overlong_buffer_len",
-        None,
-        why=" or None",
-        optional=True,
-        type=int | None,
-        owner="stage 1: dapo",
-        doc="int >= 1 or None: DAPO's soft overlong buffer L_buf; None: no overlong shaping",
-    ),
+    _int("overlong_buffer_len", None, why=" or None", optional=True, type=int | None,
+         owner="stage 1: dapo",
+         doc="int >= 1 or None: DAPO's soft overlong buffer L_buf; None: no overlong shaping"),
     _number(
         "overlong_penalty_factor",
         1.0,
@@ -626,30 +540,15 @@ BUILTIN_FIELDS = (
         hint_if="overlong_buffer_len",
         common=True,
         owner="the reduction; stage 1: dapo",
-        doc=(
-            "int >= 1 or None: L_max of the overlong shaping (None: T), and the default"
-            " `loss_agg_norm`"
-        ),
+        doc=("int >= 1 or None: L_max of the overlong shaping (None: T), and the default"
+             " `loss_agg_norm`"),
     ),
     _number("beta", 0.1, _POSITIVE, owner="dpo", doc="float > 0: DPO's beta"),
-    _int(
-        "context_parallel_size",
-        1,
-        common=True,
-        owner="the declarations",
-        doc="int >= 1: declared context parallelism (must be 1 for the REINFORCE++ pair)",
-    ),
-    _choice(
-        "rollout_mode",
-        "colocate",
-        ROLLOUT_MODES,
-        common=True,
-        owner="the declarations",
-        doc=(
-            "str: \"colocate\", \"fully_async\" or \"hybrid\" (must be \"colocate\" for the"
-            " REINFORCE++ pair)"
-        ),
-    ),
+    _int("context_parallel_size", 1, common=True, owner="the declarations",
+         doc="int >= 1: declared context parallelism (must be 1 for the REINFORCE++ pair)"),
+    _choice("rollout_mode", "colocate", ROLLOUT_MODES, common=True, owner="the declarations",
+            doc=("str: \"colocate\", \"fully_async\" or \"hybrid\" (must be \"colocate\" for the"
+                 " REINFORCE++ pair)")),
     _other(
         "reward_post_process",
         None,
@@ -666,10 +565,8 @@ BUILTIN_FIELDS = (
         optional=True,
         type=Callable | None,
         owner="stage 1",
-        doc=(
-            "callable or None: `(rollout, axis_name) -> [B, T]` raw advantages, replacing the"
-            " estimator's (its normalisation, if any, still applies)"
-        ),
+        doc=("callable or None: `(rollout, axis_name) -> [B, T]` raw advantages, replacing the"
+             " estimator's (its normalisation, if any, still applies)"),
     ),
     _choice(
         "loss_mode",
@@ -679,10 +576,8 @@ BUILTIN_FIELDS = (
         type=str | None,
         common=True,
         owner="the policy loss",
-        doc=(
-            "str or None: the per-token policy loss, one of `LOSS_MODES` (verl's"
-            " `policy_loss.loss_mode`); None: the estimator's own (its recipe's)"
-        ),
+        doc=("str or None: the per-token policy loss, one of `LOSS_MODES` (verl's"
+             " `policy_loss.loss_mode`); None: the estimator's own (its recipe's)"),
     ),
     _choice(
         "rollout_is",
@@ -692,12 +587,10 @@ BUILTIN_FIELDS = (
         type=str | None,
         common=True,
         owner="piece rollout_correction",
-        doc=(
-            "str or None: importance weights of the trainer's old policy against the sampler"
-            " (`rollout.behavior_log_probs`), verl's `algorithm.rollout_correction.rollout_is`:"
-            " \"token\", \"sequence\" (the product over the row) or \"geometric_mean\"; they"
-            " multiply the policy terms"
-        ),
+        doc=("str or None: importance weights of the trainer's old policy against the sampler"
+             " (`rollout.behavior_log_probs`), verl's `algorithm.rollout_correction.rollout_is`:"
+             " \"token\", \"sequence\" (the product over the row) or \"geometric_mean\"; they"
+             " multiply the policy terms"),
     ),
     _number(
         "rollout_is_threshold",
@@ -723,10 +616,8 @@ BUILTIN_FIELDS = (
         hint_if="rollout_is",
         common=True,
         owner="piece rollout_correction",
-        doc=(
-            "float > 0 or None: C_min, the lower bound (None: none in truncate mode, 1 / C_max in"
-            " mask mode)"
-        ),
+        doc=("float > 0 or None: C_min, the lower bound (None: none in truncate mode, 1 / C_max in"
+             " mask mode)"),
     ),
     _choice(
         "rollout_is_mode",
@@ -737,10 +628,8 @@ BUILTIN_FIELDS = (
         hint_if="rollout_is",
         common=True,
         owner="piece rollout_correction",
-        doc=(
-            "str: \"truncate\" (clamp to [C_min, C_max], TIS) or \"mask\" (weights outside it set"
-            " to 0, MIS/IcePop)"
-        ),
+        doc=("str: \"truncate\" (clamp to [C_min, C_max], TIS) or \"mask\" (weights outside it set"
+             " to 0, MIS/IcePop)"),
     ),
     _flag(
         "rollout_is_batch_normalize",
@@ -759,11 +648,9 @@ BUILTIN_FIELDS = (
         type=str | tuple | None,
         common=True,
         owner="piece rollout_correction",
-        doc=(
-            "str, tuple or None: rejection of tokens or rows by the sampler's divergence from the"
-            " trainer, verl's `rollout_rs` (`dew_rl.ROLLOUT_RS_OPTIONS`, chained with commas or a"
-            " tuple); rejected tokens leave the mask that stage 1 returns"
-        ),
+        doc=("str, tuple or None: rejection of tokens or rows by the sampler's divergence from the"
+             " trainer, verl's `rollout_rs` (`dew_rl.ROLLOUT_RS_OPTIONS`, chained with commas or a"
+             " tuple); rejected tokens leave the mask that stage 1 returns"),
     ),
     _other(
         "rollout_rs_threshold",
@@ -812,10 +699,8 @@ BUILTIN_FIELDS = (
         type=float | None,
         common=True,
         owner="piece opsm",
-        doc=(
-            "float > 0 or None: OPSM (DeepSeek-V3.2, TRL's name): drop a row whose advantage is"
-            " negative and whose mean log-ratio of the sampler to the current policy exceeds it"
-        ),
+        doc=("float > 0 or None: OPSM (DeepSeek-V3.2, TRL's name): drop a row whose advantage is"
+             " negative and whose mean log-ratio of the sampler to the current policy exceeds it"),
     ),
     _flag(
         "use_bias_correction_kl",
@@ -825,11 +710,9 @@ BUILTIN_FIELDS = (
         hint_if="use_kl_loss",
         common=True,
         owner="piece kl_loss",
-        doc=(
-            "bool: the KL loss is the importance-weighted (\"unbiased\") KL, `r * kX` with the"
-            " gradient through r = pi_theta / pi_old (TRL's `use_bias_correction_kl`, slime's"
-            " `--use-unbiased-kl`)"
-        ),
+        doc=("bool: the KL loss is the importance-weighted (\"unbiased\") KL, `r * kX` with the"
+             " gradient through r = pi_theta / pi_old (TRL's `use_bias_correction_kl`, slime's"
+             " `--use-unbiased-kl`)"),
     ),
     _choice(
         "kl_penalty",
@@ -837,11 +720,9 @@ BUILTIN_FIELDS = (
         KL_PENALTY_KINDS,
         when=_KL_IN_REWARD,
         owner="stage 1: the k1 reward shaping",
-        doc=(
-            "str: the estimator of the KL in the reward (`kl_coef`), one of"
-            " `dew_rl.KL_PENALTY_KINDS` (verl's `algorithm.kl_penalty`, \"kl\" = k1); for RLOO the"
-            " row's sum of it is taken off the reward (TRL)"
-        ),
+        doc=("str: the estimator of the KL in the reward (`kl_coef`), one of"
+             " `dew_rl.KL_PENALTY_KINDS` (verl's `algorithm.kl_penalty`, \"kl\" = k1); for RLOO the"
+             " row's sum of it is taken off the reward (TRL)"),
     ),
     _number(
         "top_entropy_quantile",
@@ -850,61 +731,24 @@ BUILTIN_FIELDS = (
         traced=False,
         common=True,
         owner="piece top_entropy",
-        doc=(
-            "float in (0, 1]: keep only the tokens whose entropy is at or above this quantile of"
-            " every valid token of every shard in the policy term and the entropy bonus (TRL's"
-            " name, \"80/20\"); 1: all (needs `entropy` when below 1); static, not a pytree leaf"
-        ),
+        doc=("float in (0, 1]: keep only the tokens whose entropy is at or above this quantile of"
+             " every valid token of every shard in the policy term and the entropy bonus (TRL's"
+             " name, \"80/20\"); 1: all (needs `entropy` when below 1); static, not a pytree leaf"),
     ),
-    _number(
-        "dro_beta",
-        0.1,
-        _POSITIVE,
-        owner="loss_mode dro",
-        doc="float > 0: the quadratic penalty of loss_mode \"dro\" (verl; Kimi k1.5's tau)",
-    ),
-    _number(
-        "topr_positive_weight",
-        1.0,
-        _NON_NEGATIVE,
-        owner="loss_mode topr",
-        doc="float >= 0: TOPR's weight of the rows with positive reward (ROLL)",
-    ),
-    _number(
-        "topr_negative_weight",
-        1.0,
-        _NON_NEGATIVE,
-        owner="loss_mode topr",
-        doc="float >= 0: TOPR's weight of the rows with non-positive reward (ROLL)",
-    ),
-    _number(
-        "vespo_k_pos",
-        2.0,
-        _POSITIVE,
-        owner="loss_mode vespo",
-        doc="float > 0: VESPO's gamma-kernel shape where A > 0 (TRL)",
-    ),
-    _number(
-        "vespo_lambda_pos",
-        3.0,
-        _POSITIVE,
-        owner="loss_mode vespo",
-        doc="float > 0: VESPO's gamma-kernel rate where A > 0 (TRL)",
-    ),
-    _number(
-        "vespo_k_neg",
-        3.0,
-        _POSITIVE,
-        owner="loss_mode vespo",
-        doc="float > 0: VESPO's gamma-kernel shape where A <= 0 (TRL)",
-    ),
-    _number(
-        "vespo_lambda_neg",
-        2.0,
-        _POSITIVE,
-        owner="loss_mode vespo",
-        doc="float > 0: VESPO's gamma-kernel rate where A <= 0 (TRL)",
-    ),
+    _number("dro_beta", 0.1, _POSITIVE, owner="loss_mode dro",
+            doc="float > 0: the quadratic penalty of loss_mode \"dro\" (verl; Kimi k1.5's tau)"),
+    _number("topr_positive_weight", 1.0, _NON_NEGATIVE, owner="loss_mode topr",
+            doc="float >= 0: TOPR's weight of the rows with positive reward (ROLL)"),
+    _number("topr_negative_weight", 1.0, _NON_NEGATIVE, owner="loss_mode topr",
+            doc="float >= 0: TOPR's weight of the rows with non-positive reward (ROLL)"),
+    _number("vespo_k_pos", 2.0, _POSITIVE, owner="loss_mode vespo",
+            doc="float > 0: VESPO's gamma-kernel shape where A > 0 (TRL)"),
+    _number("vespo_lambda_pos", 3.0, _POSITIVE, owner="loss_mode vespo",
+            doc="float > 0: VESPO's gamma-kernel rate where A > 0 (TRL)"),
+    _number("vespo_k_neg", 3.0, _POSITIVE, owner="loss_mode vespo",
+            doc="float > 0: VESPO's gamma-kernel shape where A <= 0 (TRL)"),
+    _number("vespo_lambda_neg", 2.0, _POSITIVE, owner="loss_mode vespo",
+            doc="float > 0: VESPO's gamma-kernel rate where A <= 0 (TRL)"),
     _number(
         "clip_cov_ratio",
         0.0002,
@@ -913,76 +757,38 @@ BUILTIN_FIELDS = (
         owner="loss_mode clip_cov",
         doc="float in (0, 1]: Clip-Cov (verl): the fraction of tokens whose gradient is detached",
     ),
-    _number(
-        "clip_cov_lb",
-        1.0,
-        _NON_NEGATIVE,
-        owner="loss_mode clip_cov",
-        doc=(
-            "float >= 0: Clip-Cov's lower bound of the covariance band the detached tokens are"
-            " drawn from"
-        ),
-    ),
-    _number(
-        "clip_cov_ub",
-        5.0,
-        _NON_NEGATIVE,
-        owner="loss_mode clip_cov",
-        doc="float >= 0: Clip-Cov's upper bound of that covariance band",
-    ),
-    _number(
-        "kl_cov_ratio",
-        0.0002,
-        _FRACTION,
-        traced=False,
-        owner="loss_mode kl_cov",
-        doc="float in (0, 1]: KL-Cov (verl): the fraction of top-covariance tokens penalised",
-    ),
-    _number(
-        "ppo_kl_coef",
-        0.1,
-        _NON_NEGATIVE,
-        owner="loss_mode kl_cov",
-        doc="float >= 0: KL-Cov's weight of the penalty on those tokens",
-    ),
-    _other(
-        "gdpo_reward_weights",
-        None,
-        "rule",
-        type=tuple | None,
-        owner="gdpo",
-        doc=(
-            "tuple of floats or None: GDPO's weight per reward component (verl); None: equal"
-            " weights"
-        ),
-    ),
+    _number("clip_cov_lb", 1.0, _NON_NEGATIVE, owner="loss_mode clip_cov",
+            doc=("float >= 0: Clip-Cov's lower bound of the covariance band the detached tokens are"
+                 " drawn from")),
+    _number("clip_cov_ub", 5.0, _NON_NEGATIVE, owner="loss_mode clip_cov",
+            doc="float >= 0: Clip-Cov's upper bound of that covariance band"),
+    _number("kl_cov_ratio", 0.0002, _FRACTION, traced=False, owner="loss_mode kl_cov",
+            doc="float in (0, 1]: KL-Cov (verl): the fraction of top-covariance tokens penalised"),
+    _number("ppo_kl_coef", 0.1, _NON_NEGATIVE, owner="loss_mode kl_cov",
+            doc="float >= 0: KL-Cov's weight of the penalty on those tokens"),
+    _other("gdpo_reward_weights", None, "rule", type=tuple | None, owner="gdpo",
+           doc=("tuple of floats or None: GDPO's weight per reward component (verl); None: equal"
+                " weights")),
     _other(
         "loss_type",
         "sigmoid",
         "rule",
         type=str | tuple,
         owner="dpo",
-        doc=(
-            "str or tuple: the DPO loss, one of `dew_rl.DPO_LOSS_TYPES` (TRL's names), or several"
-            " with `loss_weights`"
-        ),
+        doc=("str or tuple: the DPO loss, one of `dew_rl.DPO_LOSS_TYPES` (TRL's names), or several"
+             " with `loss_weights`"),
     ),
-    _number(
-        "label_smoothing",
-        0.0,
-        (lambda v: 0.0 <= v < 0.5, "in [0, 0.5)"),
-        owner="dpo",
-        doc="float in [0, 0.5): cDPO / robust DPO's label noise (TRL, OpenRLHF)",
-    ),
+    _number("label_smoothing", 0.0,
+            (lambda v: 0.0 <= v < 0.5, "in [0, 0.5)"),
+            owner="dpo",
+            doc="float in [0, 0.5): cDPO / robust DPO's label noise (TRL, OpenRLHF)"),
     _choice(
         "f_divergence_type",
         "reverse_kl",
         F_DIVERGENCE_TYPES,
         owner="dpo",
-        doc=(
-            "str: f-DPO (TRL): \"reverse_kl\" (plain DPO), \"forward_kl\", \"js_divergence\" or"
-            " \"alpha_divergence\""
-        ),
+        doc=("str: f-DPO (TRL): \"reverse_kl\" (plain DPO), \"forward_kl\", \"js_divergence\" or"
+             " \"alpha_divergence\""),
     ),
     _number(
         "f_alpha_divergence_coef",
@@ -1016,10 +822,8 @@ BUILTIN_FIELDS = (
             "loss_type" in reads and not isinstance(c.loss_type, tuple)
         ),
         owner="dpo",
-        doc=(
-            "tuple of floats or None: the weight of each loss of a tuple `loss_type` (TRL's"
-            " multi-loss, MPO)"
-        ),
+        doc=("tuple of floats or None: the weight of each loss of a tuple `loss_type` (TRL's"
+             " multi-loss, MPO)"),
     ),
     _number(
         "opd_kl_coef",
@@ -1028,12 +832,10 @@ BUILTIN_FIELDS = (
         switch="rollout.teacher_log_probs",
         common=True,
         owner="piece distillation",
-        doc=(
-            "float >= 0: on-policy distillation added to any estimator's advantage (slime's and"
-            " Relax's `opd_kl_coef`): `A - opd_kl_coef * sg(old - teacher)` per token, after the"
-            " estimator's own normalisation; on when the rollout carries `teacher_log_probs` (0"
-            " then weighs nothing); a host number other than 0 needs them"
-        ),
+        doc=("float >= 0: on-policy distillation added to any estimator's advantage (slime's and"
+             " Relax's `opd_kl_coef`): `A - opd_kl_coef * sg(old - teacher)` per token, after the"
+             " estimator's own normalisation; on when the rollout carries `teacher_log_probs` (0"
+             " then weighs nothing); a host number other than 0 needs them"),
     ),
     _number(
         "loss_max_clamp",
@@ -1057,22 +859,14 @@ BUILTIN_FIELDS = (
         "rule",
         type=str | None,
         owner="stage 1: the GRPO family",
-        doc=(
-            "None or \"batch\": TRL's `scale_rewards=\"batch\"` (\"Lite PPO\"), the group-centred"
-            " reward over the standard deviation of the whole batch (GRPO family, with"
-            " norm_adv_by_std_in_grpo=True); TRL's \"group\" and \"none\" are verl's"
-            " norm_adv_by_std_in_grpo True and False"
-        ),
+        doc=("None or \"batch\": TRL's `scale_rewards=\"batch\"` (\"Lite PPO\"), the group-centred"
+             " reward over the standard deviation of the whole batch (GRPO family, with"
+             " norm_adv_by_std_in_grpo=True); TRL's \"group\" and \"none\" are verl's"
+             " norm_adv_by_std_in_grpo True and False"),
     ),
-    _flag(
-        "use_leave_one_out_baseline",
-        False,
-        owner="stage 1: the GRPO family",
-        doc=(
-            "bool: NeMo-RL's GRPO advantage, minus the mean of the other rows of the group, over"
-            " their std when norm_adv_by_std_in_grpo (GRPO family)"
-        ),
-    ),
+    _flag("use_leave_one_out_baseline", False, owner="stage 1: the GRPO family",
+          doc=("bool: NeMo-RL's GRPO advantage, minus the mean of the other rows of the group, over"
+               " their std when norm_adv_by_std_in_grpo (GRPO family)")),
     _number(
         "positive_example_nll_weight",
         None,
@@ -1081,11 +875,9 @@ BUILTIN_FIELDS = (
         type=float | None,
         common=True,
         owner="piece positive_example_nll",
-        doc=(
-            "float >= 0 or None: NeMo-RL's weight of VAPO's NLL on the rewarded responses, `+ w *"
-            " token_mean(-log pi)` over the tokens of rows with reward > 0; None (the default)"
-            " leaves the term out, any number (0 included) computes it"
-        ),
+        doc=("float >= 0 or None: NeMo-RL's weight of VAPO's NLL on the rewarded responses, `+ w *"
+             " token_mean(-log pi)` over the tokens of rows with reward > 0; None (the default)"
+             " leaves the term out, any number (0 included) computes it"),
     ),
     _number(
         "m2_threshold",
@@ -1096,11 +888,9 @@ BUILTIN_FIELDS = (
         type=float | None,
         common=True,
         owner="piece m2po_mask",
-        doc=(
-            "float > 0 or None: AReaL's M2PO mask, in stage 1: drop the tokens of largest"
-            " (behaviour - old)^2 until the mean of the rest is below it (old_log_probs is the"
-            " proximal policy)"
-        ),
+        doc=("float > 0 or None: AReaL's M2PO mask, in stage 1: drop the tokens of largest"
+             " (behaviour - old)^2 until the mean of the rest is below it (old_log_probs is the"
+             " proximal policy)"),
     ),
     _number(
         "kl2_budget",
@@ -1125,15 +915,9 @@ BUILTIN_FIELDS = (
         owner="loss_mode m2po",
         doc="float in [0, 1]: Relax's M2PO floor of the lower clip offset (loss_mode=\"m2po\")",
     ),
-    _number(
-        "miniclip_high",
-        0.5,
-        _NON_NEGATIVE,
-        hint=", or use loss_mode='m2po'",
-        hint_if="loss_mode",
-        owner="loss_mode m2po",
-        doc="float >= 0: Relax's M2PO floor of the upper clip offset (loss_mode=\"m2po\")",
-    ),
+    _number("miniclip_high", 0.5, _NON_NEGATIVE, hint=", or use loss_mode='m2po'",
+            hint_if="loss_mode", owner="loss_mode m2po",
+            doc="float >= 0: Relax's M2PO floor of the upper clip offset (loss_mode=\"m2po\")"),
     _number(
         "gae_lambda_value",
         None,
@@ -1141,10 +925,8 @@ BUILTIN_FIELDS = (
         optional=True,
         type=float | None,
         owner="stage 1: ppo",
-        doc=(
-            "float in [0, 1] or None: NeMo-RL's (VAPO's decoupled GAE) lambda of the critic's"
-            " returns; None: `lam`, the policy's (PPO)"
-        ),
+        doc=("float in [0, 1] or None: NeMo-RL's (VAPO's decoupled GAE) lambda of the critic's"
+             " returns; None: `lam`, the policy's (PPO)"),
     ),
     _number(
         "length_adaptive_alpha",
@@ -1171,25 +953,16 @@ def _correction_rules(c) -> None:
     rollout_is, bypass's rule, the rejection options."""
     lo, hi = c.rollout_is_threshold_lower, c.rollout_is_threshold
     if _is_number(lo) and _is_number(hi) and lo > hi:
-        _reject(
-            "rollout_is_threshold_lower",
-            lo,
-            f"exceeds rollout_is_threshold={hi!r}",
-            "use C_min <= C_max",
-        )
+        _reject("rollout_is_threshold_lower", lo,
+                f"exceeds rollout_is_threshold={hi!r}",
+                "use C_min <= C_max")
     if c.tis_cap is not None and c.rollout_is is not None:
-        _reject(
-            "tis_cap",
-            c.tis_cap,
-            f"together with rollout_is={c.rollout_is!r}: tis_cap is rollout_is='token' with "
-            "rollout_is_threshold=tis_cap",
-            "set one of the two",
-        )
-    if (
-        c.bypass_mode
+        _reject("tis_cap", c.tis_cap,
+                f"together with rollout_is={c.rollout_is!r}: tis_cap is rollout_is='token' with "
+                "rollout_is_threshold=tis_cap", "set one of the two")
+    if (c.bypass_mode
         and (c.rollout_is is not None or c.tis_cap is not None)
-        and c.loss_mode != "reinforce"
-    ):
+        and c.loss_mode != "reinforce"):
         _reject(
             "bypass_mode",
             True,
@@ -1201,12 +974,8 @@ def _correction_rules(c) -> None:
     if c.rollout_rs is None:
         return
     if not isinstance(c.rollout_rs, (str, tuple)) or not _options(c.rollout_rs):
-        _reject(
-            "rollout_rs",
-            c.rollout_rs,
-            "is not an option string or a tuple of options",
-            "use dew_rl.ROLLOUT_RS_OPTIONS",
-        )
+        _reject("rollout_rs", c.rollout_rs, "is not an option string or a tuple of options",
+                "use dew_rl.ROLLOUT_RS_OPTIONS")
     for o in _options(c.rollout_rs):
         check_choice(_FN, "rollout_rs", o, ROLLOUT_RS_OPTIONS)
     n = len(_options(c.rollout_rs))
@@ -1214,24 +983,18 @@ def _correction_rules(c) -> None:
         v = getattr(c, name)
         if isinstance(v, tuple):
             if len(v) != n:
-                _reject(
-                    name,
-                    v,
-                    f"has {len(v)} thresholds for {n} rejection option(s)",
-                    "give one per option",
-                )
+                _reject(name, v,
+                        f"has {len(v)} thresholds for {n} rejection option(s)",
+                        "give one per option")
             for x in v:
                 if x is not None:
                     check_number(_FN, name, x, lambda t: 0.0 < t < np.inf, "positive thresholds")
         elif v is not None:
             check_number(_FN, name, v, lambda t: 0.0 < t < np.inf, "None or a positive number")
     if c.rollout_rs_threshold is None:
-        _reject(
-            "rollout_rs_threshold",
-            None,
-            f"with rollout_rs={c.rollout_rs!r}: the rejection needs its upper threshold",
-            "set rollout_rs_threshold (verl's rollout_rs_threshold)",
-        )
+        _reject("rollout_rs_threshold", None,
+                f"with rollout_rs={c.rollout_rs!r}: the rejection needs its upper threshold",
+                "set rollout_rs_threshold (verl's rollout_rs_threshold)")
 
 
 def _preference_rules(c) -> None:
@@ -1240,31 +1003,21 @@ def _preference_rules(c) -> None:
         isinstance(c.gdpo_reward_weights, tuple)
         and all(np.ndim(w) == 0 for w in c.gdpo_reward_weights)
     ):
-        _reject(
-            "gdpo_reward_weights",
-            c.gdpo_reward_weights,
-            "is not a tuple of numbers",
-            "pass a tuple or None",
-        )
+        _reject("gdpo_reward_weights", c.gdpo_reward_weights, "is not a tuple of numbers",
+                "pass a tuple or None")
     types_ = c.loss_type if isinstance(c.loss_type, tuple) else (c.loss_type,)
     for t in types_:
         check_choice(_FN, "loss_type", t, DPO_LOSS_TYPES)
     if c.loss_weights is not None and (
         not isinstance(c.loss_weights, tuple) or len(c.loss_weights) != len(types_)
     ):
-        _reject(
-            "loss_weights",
-            c.loss_weights,
-            f"needs one weight per loss of loss_type={c.loss_type!r}",
-            "pass a tuple of the same length, or None",
-        )
+        _reject("loss_weights", c.loss_weights,
+                f"needs one weight per loss of loss_type={c.loss_type!r}",
+                "pass a tuple of the same length, or None")
     if "exo_pair" in types_ and _host_value(c.label_smoothing, 0.0):
-        _reject(
-            "label_smoothing",
-            0.0,
-            "for loss_type 'exo_pair': EXO's smoothing must be positive",
-            "set label_smoothing, e.g. 1e-3 (the EXO paper's suggestion)",
-        )
+        _reject("label_smoothing", 0.0,
+                "for loss_type 'exo_pair': EXO's smoothing must be positive",
+                "set label_smoothing, e.g. 1e-3 (the EXO paper's suggestion)")
 
 
 def _advantage_rules(c) -> None:
@@ -1280,21 +1033,13 @@ def _advantage_rules(c) -> None:
             )
         check_choice(_FN, "scale_rewards", c.scale_rewards, ("batch",))
         if not c.norm_adv_by_std_in_grpo:
-            _reject(
-                "scale_rewards",
-                c.scale_rewards,
-                "with norm_adv_by_std_in_grpo=False: 'batch' divides by the "
-                "batch std, centring alone divides by nothing",
-                "drop one of the two",
-            )
+            _reject("scale_rewards", c.scale_rewards,
+                    "with norm_adv_by_std_in_grpo=False: 'batch' divides by the "
+                    "batch std, centring alone divides by nothing", "drop one of the two")
         if c.use_leave_one_out_baseline:
-            _reject(
-                "scale_rewards",
-                c.scale_rewards,
-                "with use_leave_one_out_baseline=True: NeMo-RL's advantage "
-                "divides by the std of the other rows of the group",
-                "drop one of the two",
-            )
+            _reject("scale_rewards", c.scale_rewards,
+                    "with use_leave_one_out_baseline=True: NeMo-RL's advantage "
+                    "divides by the std of the other rows of the group", "drop one of the two")
 
 
 # The rules between fields, after each field's own check (an estimator's and a loss mode's come with
@@ -1331,8 +1076,6 @@ def _reads(c, by_value: bool = True) -> set:
     if rec.advantage is not None:
         reads |= set(_COMMON) | set(rec.advantage.reads) | set(_LOSS_MODES[c.loss_mode].reads)
         reads -= set(rec.advantage.excludes)
-    return {
-        n
-        for n in reads
-        if n not in FIELDS or FIELDS[n].when is None or FIELDS[n].when(c, rec, reads, by_value)
-    }
+    return {n
+            for n in reads
+            if n not in FIELDS or FIELDS[n].when is None or FIELDS[n].when(c, rec, reads, by_value)}

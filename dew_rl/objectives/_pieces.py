@@ -51,20 +51,11 @@ def _select(fn: str, name: str, value, keep, like: str = "rollout.mask"):
 def _rewards_of(fn: str, cfg, rollout, keep):
     "The [B] outcome rewards (bool and integer rewards as float32), after `reward_post_process`."
     value = rollout.rewards
-    check_present(
-        fn,
-        "rollout.rewards",
-        value,
-        f"by {cfg.advantage_estimator} (the outcome reward of each row)",
-    )
+    check_present(fn, "rollout.rewards", value,
+                  f"by {cfg.advantage_estimator} (the outcome reward of each row)")
     r = as_float(fn, "rollout.rewards", value, allow_int=True)
-    check_same_shape(
-        fn,
-        "rollout.rewards",
-        r,
-        "the rows of rollout.mask",
-        jax.ShapeDtypeStruct(keep.shape[:1], r.dtype),
-    )
+    check_same_shape(fn, "rollout.rewards", r, "the rows of rollout.mask",
+                     jax.ShapeDtypeStruct(keep.shape[:1], r.dtype))
     if cfg.reward_post_process is not None:
         r = as_float(fn, "reward_post_process(rollout.rewards)", cfg.reward_post_process(r))
         check_same_shape(
@@ -96,13 +87,10 @@ def _correction(cfg):
         return None
     kw = {}
     if cfg.rollout_is is not None:
-        kw.update(
-            rollout_is=cfg.rollout_is,
-            rollout_is_threshold=cfg.rollout_is_threshold,
-            rollout_is_threshold_lower=cfg.rollout_is_threshold_lower,
-            rollout_is_mode=cfg.rollout_is_mode,
-            rollout_is_batch_normalize=cfg.rollout_is_batch_normalize,
-        )
+        kw.update(rollout_is=cfg.rollout_is, rollout_is_threshold=cfg.rollout_is_threshold,
+                  rollout_is_threshold_lower=cfg.rollout_is_threshold_lower,
+                  rollout_is_mode=cfg.rollout_is_mode,
+                  rollout_is_batch_normalize=cfg.rollout_is_batch_normalize)
     if cfg.rollout_rs is not None:
         kw.update(rollout_rs=cfg.rollout_rs, rollout_rs_threshold=cfg.rollout_rs_threshold,
                   rollout_rs_threshold_lower=cfg.rollout_rs_threshold_lower)
@@ -156,10 +144,8 @@ def _kept_rows(s):
 
 
 def _batch_correction(s):
-    why = (
-        "by the rollout correction (rollout_is, rollout_rs or tis_cap): the trainer's and the"
-        " sampler's log-probs"
-    )
+    why = ("by the rollout correction (rollout_is, rollout_rs or tis_cap): the trainer's and the"
+           " sampler's log-probs")
     old = _token_field(s.fn, s.rollout, "old_log_probs", s.keep, why)
     beh = _token_field(s.fn, s.rollout, "behavior_log_probs", s.keep, why)
     s.is_weights, kept_tokens, found = rollout_correction(
@@ -172,10 +158,8 @@ def _batch_correction(s):
 
 
 def _m2po_mask(s):
-    why = (
-        "by m2_threshold (AReaL's M2PO compares the sampler with the proximal policy,"
-        " old_log_probs)"
-    )
+    why = ("by m2_threshold (AReaL's M2PO compares the sampler with the proximal policy,"
+           " old_log_probs)")
     old = _token_field(s.fn, s.rollout, "old_log_probs", s.keep, why)
     beh = _token_field(s.fn, s.rollout, "behavior_log_probs", s.keep, why)
     m2_keep = m2po_loss_mask(beh, old, s.keep, s.cfg.m2_threshold, axis_name=s.axis_name) != 0
@@ -186,12 +170,10 @@ def _m2po_mask(s):
 
 
 def _custom_advantage(s):
-    s.raw = _select(
-        s.fn,
-        "custom_advantage(rollout, axis_name)",
-        s.cfg.custom_advantage(s.rollout, s.axis_name),
-        s.keep,
-    )
+    s.raw = _select(s.fn,
+                    "custom_advantage(rollout, axis_name)",
+                    s.cfg.custom_advantage(s.rollout, s.axis_name),
+                    s.keep)
 
 
 def _moments(s):
@@ -216,51 +198,31 @@ def _distillation(s):
 ADVANTAGE_PIECES = (
     Piece(
         "kept_rows",
-        lambda s: (
-            s.out.kept_rows is not None
-            if s.out is not None
-            else bool("dynamic_sampling" in s.reads and s.cfg.dynamic_sampling)
-        ),
+        lambda s: (s.out.kept_rows is not None
+                   if s.out is not None
+                   else bool("dynamic_sampling" in s.reads and s.cfg.dynamic_sampling)),
         _kept_rows,
         doc="rows the estimator's stage drops (DAPO's tied groups) leave the mask and every moment",
     ),
-    Piece(
-        "rollout_correction",
-        lambda s: not s.cfg.bypass_mode and _correction(s.cfg) is not None,
-        _batch_correction,
-        ("rollout.old_log_probs", "rollout.behavior_log_probs"),
-        ("rollout_corr/*",),
-        "importance weights of the trainer's old policy against the sampler over the whole batch"
-        " (used by `loss`); rejected tokens leave the mask",
-    ),
-    Piece(
-        "m2po_mask",
-        lambda s: s.cfg.m2_threshold is not None,
-        _m2po_mask,
-        ("rollout.old_log_probs", "rollout.behavior_log_probs"),
-        ("rollout/m2po_masked_fraction",),
-        "AReaL's M2PO: the tokens of largest (behaviour - proximal)^2 leave the mask",
-    ),
-    Piece(
-        "custom_advantage",
-        lambda s: s.cfg.custom_advantage is not None,
-        _custom_advantage,
-        doc="the caller's raw advantages replace the estimator's",
-    ),
-    Piece(
-        "moments",
-        lambda s: True,
-        _moments,
-        (),
-        ("rollout/advantages_raw_mean", "rollout/advantages_raw_std"),
-        "the raw advantages' mean and std over every kept token of every shard",
-    ),
-    Piece(
-        "normalise",
-        lambda s: s.rec.advantage.normalise is not None,
-        _normalise,
-        doc="the estimator's normalisation over the global batch",
-    ),
+    Piece("rollout_correction",
+          lambda s: not s.cfg.bypass_mode and _correction(s.cfg) is not None,
+          _batch_correction,
+          ("rollout.old_log_probs", "rollout.behavior_log_probs"),
+          ("rollout_corr/*",),
+          "importance weights of the trainer's old policy against the sampler over the whole batch"
+          " (used by `loss`); rejected tokens leave the mask"),
+    Piece("m2po_mask", lambda s: s.cfg.m2_threshold is not None, _m2po_mask,
+          ("rollout.old_log_probs", "rollout.behavior_log_probs"),
+          ("rollout/m2po_masked_fraction",),
+          "AReaL's M2PO: the tokens of largest (behaviour - proximal)^2 leave the mask"),
+    Piece("custom_advantage", lambda s: s.cfg.custom_advantage is not None, _custom_advantage,
+          doc="the caller's raw advantages replace the estimator's"),
+    Piece("moments", lambda s: True, _moments,
+          (),
+          ("rollout/advantages_raw_mean", "rollout/advantages_raw_std"),
+          "the raw advantages' mean and std over every kept token of every shard"),
+    Piece("normalise", lambda s: s.rec.advantage.normalise is not None, _normalise,
+          doc="the estimator's normalisation over the global batch"),
     Piece(
         "distillation",
         lambda s: "opd_kl_coef" in s.reads
@@ -286,14 +248,9 @@ def _sample_weights(s):
 
 
 def _decoupled_weights(s):
-    w = _token_field(
-        s.fn,
-        s.rollout,
-        "rollout_is_weights",
-        s.keep,
-        "by the rollout correction (call advantages("
-        "config, rollout) first: it computes the weights over the whole batch)",
-    )
+    w = _token_field(s.fn, s.rollout, "rollout_is_weights", s.keep,
+                     "by the rollout correction (call advantages("
+                     "config, rollout) first: it computes the weights over the whole batch)")
     s.terms = s.terms * jax.lax.stop_gradient(w).astype(s.terms.dtype)
 
 
@@ -330,12 +287,8 @@ def _sampler_ratio(s):
 
 
 def _top_entropy(s):
-    check_present(
-        s.fn,
-        "entropy",
-        s.entropy,
-        "when top_entropy_quantile < 1 (the mask ranks the tokens' entropy)",
-    )
+    check_present(s.fn, "entropy", s.entropy,
+                  "when top_entropy_quantile < 1 (the mask ranks the tokens' entropy)")
     s.top, threshold = top_entropy_mask(
         jax.lax.stop_gradient(_select(s.fn, "entropy", s.entropy, s.keep)),
         s.keep,
@@ -359,13 +312,8 @@ def _policy_loss(s):
 
 def _kl_loss(s):
     cfg = s.cfg
-    ref = _token_field(
-        s.fn,
-        s.rollout,
-        "ref_log_probs",
-        s.keep,
-        f"by use_kl_loss=True ({cfg.kl_loss_type} to the reference)",
-    )
+    ref = _token_field(s.fn, s.rollout, "ref_log_probs", s.keep,
+                       f"by use_kl_loss=True ({cfg.kl_loss_type} to the reference)")
     if cfg.use_bias_correction_kl:   # r * kX, the gradient through r: unbiased off-policy
         kl = s.agg(importance_weighted_kl(s.lp, s.old, ref, s.keep, cfg.kl_loss_type))
     else:
@@ -421,14 +369,12 @@ def _weights_on(s):
 
 
 LOSS_PIECES = (
-    Piece(
-        "sample_weights",
-        lambda s: s.present("rollout.sample_weights"),
-        _sample_weights,
-        ("rollout.sample_weights",),
-        doc="ROLL's per-sample weights multiply each row's policy terms",
-        switch="rollout.sample_weights",
-    ),
+    Piece("sample_weights",
+          lambda s: s.present("rollout.sample_weights"),
+          _sample_weights,
+          ("rollout.sample_weights",),
+          doc="ROLL's per-sample weights multiply each row's policy terms",
+          switch="rollout.sample_weights"),
     Piece(
         "decoupled_importance_weights",
         lambda s: not s.cfg.bypass_mode
@@ -439,31 +385,23 @@ LOSS_PIECES = (
         ("rollout.rollout_is_weights",),
         doc="the rollout correction's weights from `advantages` multiply the policy terms",
     ),
-    Piece(
-        "bypass_correction",
-        lambda s: s.cfg.bypass_mode and _correction(s.cfg) is not None,
-        _bypass_correction,
-        ("rollout.behavior_log_probs",),
-        ("train/rollout_rs_masked_fraction",),
-        "bypass mode: weights and rejection of the current policy against the sampler, in this"
-        " micro-batch",
-    ),
-    Piece(
-        "opsm",
-        lambda s: s.cfg.off_policy_mask_threshold is not None,
-        _opsm,
-        ("rollout.behavior_log_probs",),
-        ("train/opsm_*",),
-        "OPSM: rows with A < 0 whose policy drifted too far from the sampler leave the loss",
-    ),
-    Piece(
-        "sampler_log_ratio",
-        lambda s: _weights_on(s) and s.present("rollout.behavior_log_probs"),
-        _sampler_ratio,
-        ("rollout.behavior_log_probs",),
-        doc="the old-to-sampler log ratio joins the clamp diagnostic",
-        switch="rollout.behavior_log_probs",
-    ),
+    Piece("bypass_correction",
+          lambda s: s.cfg.bypass_mode and _correction(s.cfg) is not None,
+          _bypass_correction,
+          ("rollout.behavior_log_probs",),
+          ("train/rollout_rs_masked_fraction",),
+          "bypass mode: weights and rejection of the current policy against the sampler, in this"
+          " micro-batch"),
+    Piece("opsm", lambda s: s.cfg.off_policy_mask_threshold is not None, _opsm,
+          ("rollout.behavior_log_probs",),
+          ("train/opsm_*",),
+          "OPSM: rows with A < 0 whose policy drifted too far from the sampler leave the loss"),
+    Piece("sampler_log_ratio",
+          lambda s: _weights_on(s) and s.present("rollout.behavior_log_probs"),
+          _sampler_ratio,
+          ("rollout.behavior_log_probs",),
+          doc="the old-to-sampler log ratio joins the clamp diagnostic",
+          switch="rollout.behavior_log_probs"),
     Piece(
         "top_entropy",
         lambda s: not _host_value(s.cfg.top_entropy_quantile, 1.0),
@@ -472,56 +410,35 @@ LOSS_PIECES = (
         ("train/entropy_threshold", "train/top_entropy_frac"),
         "the 80/20 rule: only the tokens at or above the entropy quantile keep their policy terms",
     ),
-    Piece(
-        "policy_loss",
-        lambda s: True,
-        _policy_loss,
-        (),
-        ("train/pg_loss", "train/pg_clipfrac", "train/ppo_kl"),
-        "the policy terms aggregated by loss_agg_mode, and the loss mode's indicator metrics",
-    ),
-    Piece(
-        "kl_loss",
-        lambda s: s.cfg.use_kl_loss,
-        _kl_loss,
-        ("rollout.ref_log_probs",),
-        ("train/kl_loss",),
-        "+ kl_loss_coef * the aggregated KL to the reference (importance-weighted with"
-        " use_bias_correction_kl)",
-    ),
-    Piece(
-        "log_ratio_clampfrac",
-        lambda s: True,
-        _clamp_metric,
-        (),
-        ("train/log_ratio_clampfrac",),
-        "the fraction of kept tokens whose log ratios leave the clamp or are not finite",
-    ),
-    Piece(
-        "positive_example_nll",
-        lambda s: s.cfg.positive_example_nll_weight is not None,
-        _positive_nll,
-        ("rollout.rewards",),
-        ("train/positive_nll",),
-        "+ w * the NLL of the rewarded rows (VAPO, NeMo-RL)",
-    ),
-    Piece(
-        "entropy_bonus",
-        lambda s: s.present("entropy"),
-        _entropy_bonus,
-        ("entropy",),
-        ("train/entropy",),
-        "- entropy_coeff * the aggregated entropy (under the top-entropy mask, if any)",
-        "entropy",
-    ),
-    Piece(
-        "value_loss",
-        lambda s: s.rec.value,
-        _value_loss,
-        ("values", "rollout.returns", "rollout.old_values"),
-        ("train/vf_loss", "train/vf_clipfrac"),
-        "+ vf_coef * the clipped value loss (PPO's critic)",
-    ),
+    Piece("policy_loss", lambda s: True, _policy_loss,
+          (),
+          ("train/pg_loss", "train/pg_clipfrac", "train/ppo_kl"),
+          "the policy terms aggregated by loss_agg_mode, and the loss mode's indicator metrics"),
+    Piece("kl_loss", lambda s: s.cfg.use_kl_loss, _kl_loss,
+          ("rollout.ref_log_probs",),
+          ("train/kl_loss",),
+          "+ kl_loss_coef * the aggregated KL to the reference (importance-weighted with"
+          " use_bias_correction_kl)"),
+    Piece("log_ratio_clampfrac", lambda s: True, _clamp_metric,
+          (),
+          ("train/log_ratio_clampfrac",),
+          "the fraction of kept tokens whose log ratios leave the clamp or are not finite"),
+    Piece("positive_example_nll", lambda s: s.cfg.positive_example_nll_weight is not None,
+          _positive_nll,
+          ("rollout.rewards",),
+          ("train/positive_nll",),
+          "+ w * the NLL of the rewarded rows (VAPO, NeMo-RL)"),
+    Piece("entropy_bonus",
+          lambda s: s.present("entropy"),
+          _entropy_bonus,
+          ("entropy",),
+          ("train/entropy",),
+          "- entropy_coeff * the aggregated entropy (under the top-entropy mask, if any)",
+          "entropy"),
+    Piece("value_loss", lambda s: s.rec.value, _value_loss,
+          ("values", "rollout.returns", "rollout.old_values"),
+          ("train/vf_loss", "train/vf_clipfrac"),
+          "+ vf_coef * the clipped value loss (PPO's critic)"),
 )
 
 # %% ../../nbs/04f_pieces.ipynb #9d75ab41
@@ -580,44 +497,25 @@ def describe(config) -> tuple:
     )
 
     def steps(stage, pieces):
-        return [
-            Step(
-                stage,
-                p.name,
-                p.doc,
-                p.reads,
-                p.metrics,
-                f"when {p.switch} is passed" if p.switch else "",
-                tuple(n for n in _owned(f"piece {p.name}") if n in st.reads),
-            )
-            for p in pieces
-            if p.on(st)
-        ]
+        return [Step(stage, p.name, p.doc, p.reads, p.metrics,
+                     f"when {p.switch} is passed" if p.switch else "",
+                     tuple(n for n in _owned(f"piece {p.name}") if n in st.reads))
+                for p in pieces
+                if p.on(st)]
     policy = _LOSS_MODES[config.loss_mode]
     return tuple(
-        [
-            Step(
-                "advantages",
-                rec.name,
-                rec.summary,
-                tuple(f"rollout.{n}" for n in rec.advantage.needs),
-                rec.advantage.metrics,
-                "",
-                tuple(n for n in rec.advantage.reads if n in st.reads),
-            )
-        ]
+        [Step("advantages", rec.name, rec.summary,
+              tuple(f"rollout.{n}" for n in rec.advantage.needs),
+              rec.advantage.metrics, "",
+              tuple(n for n in rec.advantage.reads if n in st.reads))]
         + steps("advantages", ADVANTAGE_PIECES)
-        + [
-            Step(
-                "loss",
+        + [Step("loss",
                 f"loss_mode={config.loss_mode!r}",
                 policy.source,
                 ("log_probs", "rollout.old_log_probs", "rollout.advantages"),
                 tuple(policy.metrics.values()),
                 "",
-                tuple(policy.reads),
-            )
-        ]
+                tuple(policy.reads))]
         + steps("loss", LOSS_PIECES)
     )
 

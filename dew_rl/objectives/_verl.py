@@ -178,10 +178,8 @@ _RS_OPTIONS = (
 def _flatten(config, prefix=""):
     "A verl config (nested dicts, dotted keys, or both) as {dotted key: value}."
     if not isinstance(config, dict):
-        raise ValueError(
-            "from_verl: `config` must be a dict (nested or with dotted keys); got"
-            f" {type(config).__name__}"
-        )
+        raise ValueError("from_verl: `config` must be a dict (nested or with dotted keys); got"
+                         f" {type(config).__name__}")
     flat = {}
     for key, value in config.items():
         key = prefix + str(key)
@@ -208,11 +206,8 @@ def _known(key, value):
         rest = key[len(_AC):]
         if rest in _ACTOR_IGNORED or rest.startswith(_ACTOR_IGNORED_TREES):
             return False
-        _refuse(
-            key,
-            value,
-            f"not a loss option of verl's actor at {VERL_REVISION}, nor one from_verl ignores",
-        )
+        _refuse(key, value,
+                f"not a loss option of verl's actor at {VERL_REVISION}, nor one from_verl ignores")
     if key.startswith(_A):
         _refuse(key, value, f"not an option of verl's algorithm config at {VERL_REVISION}")
     return False
@@ -259,11 +254,9 @@ def _rejection(v):
             _refuse(thr_opt, spec, f"{o} takes an upper bound only")
         uppers.append(hi), lowers.append(lo)
     one = len(options) == 1
-    return (
-        ",".join(options),
-        (uppers[0] if one else tuple(uppers)),
-        (lowers[0] if one else tuple(lowers)),
-    )
+    return (",".join(options),
+            (uppers[0] if one else tuple(uppers)),
+            (lowers[0] if one else tuple(lowers)))
 
 
 def from_verl(config: dict):
@@ -303,44 +296,31 @@ def from_verl(config: dict):
     if adv in _REFUSED_ESTIMATORS:
         _refuse(_A + "adv_estimator", adv, _REFUSED_ESTIMATORS[adv])
     if adv not in _ESTIMATORS:
-        _refuse(
-            _A + "adv_estimator",
-            adv,
-            f"not one of verl's estimators {tuple(_ESTIMATORS) + tuple(_REFUSED_ESTIMATORS)}",
-        )
+        _refuse(_A + "adv_estimator", adv,
+                f"not one of verl's estimators {tuple(_ESTIMATORS) + tuple(_REFUSED_ESTIMATORS)}")
     est = _ESTIMATORS[adv]
     if v[_A + "use_pf_ppo"]:
-        _refuse(
-            _A + "use_pf_ppo",
-            True,
-            "PF-PPO resamples the batch by reward, a data-loader step dew_rl has no part of",
-        )
+        _refuse(_A + "use_pf_ppo", True,
+                "PF-PPO resamples the batch by reward, a data-loader step dew_rl has no part of")
     if adv == "gae":
         want["gamma"] = (v[_A + "gamma"], _A + "gamma")
         want["lam"] = (v[_A + "lam"], _A + "lam")
         want["cliprange_value"] = (v["critic.cliprange_value"], "critic.cliprange_value")
         want["vf_coef"] = (1.0, "critic (its own optimiser: the value loss unscaled)")
     if adv in _GRPO_STD:
-        want["norm_adv_by_std_in_grpo"] = (
-            bool(v[_A + "norm_adv_by_std_in_grpo"]),
-            _A + "norm_adv_by_std_in_grpo",
-        )
+        want["norm_adv_by_std_in_grpo"] = (bool(v[_A + "norm_adv_by_std_in_grpo"]),
+                                           _A + "norm_adv_by_std_in_grpo")
     if adv == "gdpo" and v[_A + "gdpo_reward_weights"] is not None:
-        want["gdpo_reward_weights"] = (
-            tuple(float(x) for x in v[_A + "gdpo_reward_weights"]),
-            _A + "gdpo_reward_weights",
-        )
+        want["gdpo_reward_weights"] = (tuple(float(x) for x in v[_A + "gdpo_reward_weights"]),
+                                       _A + "gdpo_reward_weights")
 
     # DAPO: grpo with the group filter or the overlong buffer
     dynamic, overlong = bool(v[_A + "filter_groups.enable"]), bool(v[_RK + _ROV + "enable"])
     if dynamic or overlong:
         if est != "grpo":
             why = "dew_rl's dynamic sampling and overlong shaping are dapo's, a GRPO advantage"
-            _refuse(
-                _A + "filter_groups.enable" if dynamic else _RK + _ROV + "enable",
-                True,
-                f"{why}; adv_estimator is {adv!r}",
-            )
+            _refuse(_A + "filter_groups.enable" if dynamic else _RK + _ROV + "enable", True,
+                    f"{why}; adv_estimator is {adv!r}")
         est = "dapo"
         want["dynamic_sampling"] = (dynamic, _A + "filter_groups.enable")
         want["overlong_buffer_len"] = (None, _RK + _ROV + "enable")
@@ -349,25 +329,17 @@ def from_verl(config: dict):
             if not n_buf or n_buf <= 0:
                 _refuse(_RK + _ROV + "len", n_buf, "the overlong buffer needs a positive length")
             if l_max is None or l_max < n_buf:
-                _refuse(
-                    _RK + "max_resp_len",
-                    l_max,
-                    "the overlong penalty needs max_resp_len >= overlong_buffer_cfg.len",
-                )
+                _refuse(_RK + "max_resp_len", l_max,
+                        "the overlong penalty needs max_resp_len >= overlong_buffer_cfg.len")
             want["overlong_buffer_len"] = (int(n_buf), _RK + _ROV + "len")
-            want["overlong_penalty_factor"] = (
-                float(v[_RK + _ROV + "penalty_factor"]),
-                _RK + _ROV + "penalty_factor",
-            )
+            want["overlong_penalty_factor"] = (float(v[_RK + _ROV + "penalty_factor"]),
+                                               _RK + _ROV + "penalty_factor")
             want["max_response_length"] = (int(l_max), _RK + "max_resp_len")
     if est in obj.GROUP_ESTIMATORS:
         n = v["actor_rollout_ref.rollout.n"]
         if not isinstance(n, int) or n < 2:
-            _refuse(
-                "actor_rollout_ref.rollout.n",
-                n,
-                f"{adv} compares the responses of one prompt: set the group size (>= 2)",
-            )
+            _refuse("actor_rollout_ref.rollout.n", n,
+                    f"{adv} compares the responses of one prompt: set the group size (>= 2)")
         want["n_samples_per_prompt"] = (n, "actor_rollout_ref.rollout.n")
 
     # the KL in the reward
@@ -387,41 +359,28 @@ def from_verl(config: dict):
 
     # the policy loss
     mode = v[_PL + "loss_mode"]
-    low = (
-        v[_AC + "clip_ratio_low"]
-        if v[_AC + "clip_ratio_low"] is not None
-        else v[_AC + "clip_ratio"]
-    )
-    high = (
-        v[_AC + "clip_ratio_high"]
-        if v[_AC + "clip_ratio_high"] is not None
-        else v[_AC + "clip_ratio"]
-    )
+    low = (v[_AC + "clip_ratio_low"]
+           if v[_AC + "clip_ratio_low"] is not None
+           else v[_AC + "clip_ratio"])
+    high = (v[_AC + "clip_ratio_high"]
+            if v[_AC + "clip_ratio_high"] is not None
+            else v[_AC + "clip_ratio"])
     if v[_RC + "bypass_mode"]:
         if mode not in ("vanilla", "bypass_mode"):
-            _refuse(
-                _PL + "loss_mode",
-                mode,
-                "with rollout_correction.bypass_mode verl replaces it by its bypass loss "
-                "(rollout_correction.loss_type); leave loss_mode at vanilla",
-            )
+            _refuse(_PL + "loss_mode", mode,
+                    "with rollout_correction.bypass_mode verl replaces it by its bypass loss "
+                    "(rollout_correction.loss_type); leave loss_mode at vanilla")
         loss_type = v[_RC + "loss_type"]
         if loss_type not in ("ppo_clip", "reinforce"):
             _refuse(_RC + "loss_type", loss_type, "verl's bypass loss is 'ppo_clip' or 'reinforce'")
         dmode = "vanilla" if loss_type == "ppo_clip" else "reinforce"
         want["bypass_mode"] = (True, _RC + "bypass_mode")
     elif mode == "bypass_mode":
-        _refuse(
-            _PL + "loss_mode",
-            mode,
-            "verl selects it itself: set algorithm.rollout_correction.bypass_mode=True",
-        )
+        _refuse(_PL + "loss_mode", mode,
+                "verl selects it itself: set algorithm.rollout_correction.bypass_mode=True")
     elif mode not in _LOSS_MODES:
-        _refuse(
-            _PL + "loss_mode",
-            mode,
-            f"not one of verl's loss modes {tuple(_LOSS_MODES) + ('bypass_mode',)}",
-        )
+        _refuse(_PL + "loss_mode", mode,
+                f"not one of verl's loss modes {tuple(_LOSS_MODES) + ('bypass_mode',)}")
     else:
         dmode = _LOSS_MODES[mode]
     want["loss_mode"] = (dmode, _PL + "loss_mode")
@@ -456,24 +415,18 @@ def from_verl(config: dict):
     use_kl, ent = bool(v[_AC + "use_kl_loss"]), float(v[_AC + "entropy_coeff"])
     red = "seq-mean-token-mean" if dmode in _SEQUENCE_MEAN else agg
     if red != agg and (use_kl or ent != 0.0):
-        _refuse(
-            _AC + "loss_agg_mode",
-            agg,
-            f"verl reduces the {dmode} loss with seq-mean-token-mean but the KL loss "
-            f"and the entropy bonus with {agg!r}; dew_rl reduces every term alike "
-            "(set loss_agg_mode to seq-mean-token-mean)",
-        )
+        _refuse(_AC + "loss_agg_mode", agg,
+                f"verl reduces the {dmode} loss with seq-mean-token-mean but the KL loss "
+                f"and the entropy bonus with {agg!r}; dew_rl reduces every term alike "
+                "(set loss_agg_mode to seq-mean-token-mean)")
     want["loss_agg_mode"] = (red, _AC + "loss_agg_mode")
     if red == "seq-mean-token-sum-norm" and v[_AC + "loss_scale_factor"] is not None:
         want["loss_agg_norm"] = (float(v[_AC + "loss_scale_factor"]), _AC + "loss_scale_factor")
     if adv == "gae":
         critic_agg = v["critic.loss_agg_mode"] or agg
         if critic_agg != red:
-            _refuse(
-                "critic.loss_agg_mode",
-                critic_agg,
-                f"dew_rl reduces the value loss like the policy loss ({red!r})",
-            )
+            _refuse("critic.loss_agg_mode", critic_agg,
+                    f"dew_rl reduces the value loss like the policy loss ({red!r})")
     if use_kl:
         if v[_AC + "kl_loss_type"] == "full":
             _refuse(_AC + "kl_loss_type", "full", "verl raises NotImplementedError for it too")
@@ -493,19 +446,15 @@ def from_verl(config: dict):
         if lo is not None:   # 'lower_upper' is IcePop: weights outside the band are zeroed
             want["rollout_is_mode"] = ("mask", _RC + "rollout_is_threshold")
             want["rollout_is_threshold_lower"] = (lo, _RC + "rollout_is_threshold")
-        want["rollout_is_batch_normalize"] = (
-            bool(v[_RC + "rollout_is_batch_normalize"]),
-            _RC + "rollout_is_batch_normalize",
-        )
+        want["rollout_is_batch_normalize"] = (bool(v[_RC + "rollout_is_batch_normalize"]),
+                                              _RC + "rollout_is_batch_normalize")
     else:
         for opt in ("rollout_is_threshold", "rollout_is_batch_normalize"):
             if _RC + opt in given and given[_RC + opt] != VERL_DEFAULTS[_RC + opt]:
-                _refuse(
-                    _RC + opt,
-                    given[_RC + opt],
-                    "is read only with rollout_is, which is null here (the trainer "
-                    "YAML's default; RolloutCorrectionConfig's is 'sequence'): set it",
-                )
+                _refuse(_RC + opt,
+                        given[_RC + opt],
+                        "is read only with rollout_is, which is null here (the trainer "
+                        "YAML's default; RolloutCorrectionConfig's is 'sequence'): set it")
     if v[_RC + "rollout_rs"] is not None:
         opts, uppers, lowers = _rejection(v)
         want["rollout_rs"] = (opts, _RC + "rollout_rs")
