@@ -431,17 +431,15 @@ def batch_log_probs(seqs: Sequences, logits, batch: Batch) -> jax.Array:
 def _batch(problem: Problem, prompts, index) -> Batch:
     s = problem.seqs
     lp = lambda x: batch_log_probs(s, x, Batch(prompts, index, *([None] * 7)))
-    return Batch(
-        prompts.astype(jnp.int32),
-        index.astype(jnp.int32),
-        jnp.asarray(s.tokens)[index],
-        jnp.asarray(s.mask)[index],
-        jnp.asarray(s.lengths)[index],
-        problem.rewards[prompts, index],
-        lp(problem.old),
-        lp(problem.sampler),
-        lp(problem.ref),
-    )
+    return Batch(prompts.astype(jnp.int32),
+                 index.astype(jnp.int32),
+                 jnp.asarray(s.tokens)[index],
+                 jnp.asarray(s.mask)[index],
+                 jnp.asarray(s.lengths)[index],
+                 problem.rewards[prompts, index],
+                 lp(problem.old),
+                 lp(problem.sampler),
+                 lp(problem.ref))
 
 
 def sample_batches(problem: Problem, key, n_batches: int) -> Batch:
@@ -710,18 +708,16 @@ def measure(
         ci.update({k: nan for k in ci if k.startswith("along:")})
     root = lambda v: float(np.sqrt(max(v, 0.0)))
     b2, n2 = ci["bias2"], ci["norm2"]
-    return Measurement(
-        M,
-        g.mean(0),
-        g.std(0, ddof=1) / np.sqrt(M),
-        (root(b2[0]), root(b2[1]), root(b2[2])),
-        b2,
-        (root(n2[0]), root(n2[1]), root(n2[2])),
-        ci["cosine"],
-        ci["scale"],
-        ci["variance"][0],
-        {name: ci["along:" + name] for name in dirs},
-    )
+    return Measurement(M,
+                       g.mean(0),
+                       g.std(0, ddof=1) / np.sqrt(M),
+                       (root(b2[0]), root(b2[1]), root(b2[2])),
+                       b2,
+                       (root(n2[0]), root(n2[1]), root(n2[2])),
+                       ci["cosine"],
+                       ci["scale"],
+                       ci["variance"][0],
+                       {name: ci["along:" + name] for name in dirs})
 
 
 def estimate(problem: Problem, loss: Callable, target, key, n_batches: int = 8192, blocks: int = 32,

@@ -87,16 +87,10 @@ def _cast(a, dtype):
     return jnp.asarray(a)
 
 
-def check_against_reference(
-    fn,
-    reference,
-    *args,
-    static: dict | None = None,
-    dtypes=("float32", "bfloat16"),
-    tol: dict | None = None,
-    skip_nan_in_reference: bool = False,
-    check_dtype: bool = False,
-):
+def check_against_reference(fn, reference, *args, static: dict | None = None,
+                            dtypes=("float32", "bfloat16"),
+                            tol: dict | None = None, skip_nan_in_reference: bool = False,
+                            check_dtype: bool = False):
     """Assert `fn` matches the float64 `reference` eagerly and jitted, for every dtype in `dtypes`.
 
     Parameters

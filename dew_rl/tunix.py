@@ -36,19 +36,17 @@ __all__ = ["register", "policy_log_probs", "train_example_rollout", "metric_name
 
 # %% ../nbs/05t_tunix.ipynb #a4dd7d29
 # the Tunix setting that fills each array of a TrainExample, for the errors that ask for it
-_PROVIDES = {
-    "ref_per_token_logps": (
-        "a non-zero `beta` in GRPOConfig / PPOConfig (the learners compute the reference "
-        "log-probs only when beta != 0.0)"
-    ),
-    "behavior_per_token_logps": (
-        "dew_rl.tunix.GRPOLearner with RolloutConfig(return_logprobs=True) (Tunix "
-        "0.1.7's GRPOLearner drops the sampler's log-probs; its TrainExample has no field "
-        "for them)"
-    ),
-    "old_values": "PPOLearner with a critic model in the RLCluster",
-    "returns": "PPOLearner with a critic model in the RLCluster",
-}
+_PROVIDES = {"ref_per_token_logps": (
+                 "a non-zero `beta` in GRPOConfig / PPOConfig (the learners compute the reference "
+                 "log-probs only when beta != 0.0)"
+             ),
+             "behavior_per_token_logps": (
+                 "dew_rl.tunix.GRPOLearner with RolloutConfig(return_logprobs=True) (Tunix "
+                 "0.1.7's GRPOLearner drops the sampler's log-probs; its TrainExample has no field "
+                 "for them)"
+             ),
+             "old_values": "PPOLearner with a critic model in the RLCluster",
+             "returns": "PPOLearner with a critic model in the RLCluster"}
 
 
 @flax.struct.dataclass(frozen=True)

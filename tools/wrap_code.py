@@ -24,7 +24,7 @@ Only the lines that are too long change, so a notebook's hand alignment survives
 6. a bracket that black exploded (one item a line, the closing bracket alone on the last line) is packed
    back into a hanging indent, the items aligned under the first, simple ones joined while they fit,
    where the syntax tree stays the same (each cell is parsed before and after); a bracket of more than
-   PACK_MAX_LINES lines, or with a comment or a multi-line string inside, is left as it is.
+   PACK_MAX_LINES (16) lines, or with a comment or a multi-line string inside, is left as it is.
 
 Running it twice changes nothing the second time. The site's browser test
 (tests/test_site_browser.py) checks that no code cell's source scrolls sideways at 1400 px.
@@ -233,7 +233,7 @@ def fix_imports(src: str) -> str:
 
 
 _OPENING, _CLOSING = "([{", ")]}"
-PACK_MAX_LINES = 6  # a longer bracket is a table laid out one entry a line on purpose; left as it is
+PACK_MAX_LINES = 16  # a longer bracket is a table laid out one entry a line on purpose; left as it is
 
 
 def _exploded(tokens):

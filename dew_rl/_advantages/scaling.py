@@ -166,16 +166,9 @@ def batch_std_advantage(rewards, group, eps: float = BATCH_STD_EPS, axis_name=No
     )
 
 # %% ../../nbs/02f_reward_scaling.ipynb #dbc90c5e
-def level_normalize(
-    rewards,
-    group,
-    mean_level="batch",
-    std_level="batch",
-    mean_leave1out: bool = False,
-    std_unbiased: bool = True,
-    eps: float = NORM_EPS,
-    axis_name=None,
-) -> jax.Array:
+def level_normalize(rewards, group, mean_level="batch", std_level="batch",
+                    mean_leave1out: bool = False, std_unbiased: bool = True, eps: float = NORM_EPS,
+                    axis_name=None) -> jax.Array:
     """AReaL's reward normalisation: a mean and a standard deviation at independent levels (batch, group, none).
 
     Parameters

@@ -129,16 +129,8 @@ TOP_K_NORM_MODES = ("tail", "norm", "trunc")
 TOP_K_TAIL_FLOOR = 1e-7  # the top-k log-mass is capped at -1e-7 before the tail is formed (Relax)
 
 
-def top_k_kl(
-    log_probs,
-    teacher_log_probs,
-    mask,
-    kl_type="forward",
-    norm_mode="tail",
-    mixed_kl_weight=0.5,
-    beta=0.5,
-    log_prob_min_clamp=None,
-):
+def top_k_kl(log_probs, teacher_log_probs, mask, kl_type="forward", norm_mode="tail",
+             mixed_kl_weight=0.5, beta=0.5, log_prob_min_clamp=None):
     """Per-token forward / reverse / mixed / JSD divergence between teacher and student on the teacher's top-k ids.
 
     Parameters

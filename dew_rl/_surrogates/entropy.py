@@ -217,16 +217,9 @@ def _check_state(fn: str, state):
         )
 
 
-def entropy_control_update(
-    state: EntropyControl,
-    entropy_sum,
-    token_count,
-    entropy_target=0.2,
-    entropy_coef_delta=0.005,
-    entropy_coef_min=0.0,
-    entropy_coef_max=1.0,
-    axis_name=None,
-) -> EntropyControl:
+def entropy_control_update(state: EntropyControl, entropy_sum, token_count, entropy_target=0.2,
+                           entropy_coef_delta=0.005, entropy_coef_min=0.0, entropy_coef_max=1.0,
+                           axis_name=None) -> EntropyControl:
     """The state after one optimizer step.
 
     c + delta (capped at max) if the window entropy <= target, else c - delta (floored).

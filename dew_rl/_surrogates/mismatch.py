@@ -100,20 +100,11 @@ def _ess(w, where, st):
     return jnp.where(ok, jnp.square(s) / jnp.where(ok, k * s2, 1), 0)
 
 # %% ../../nbs/03m_mismatch_diagnostics.ipynb #b7a6d12b
-def rollout_correction(
-    old_log_probs,
-    behavior_log_probs,
-    mask,
-    rollout_is=None,
-    rollout_is_threshold=2.0,
-    rollout_is_threshold_lower=None,
-    rollout_is_mode: str = "truncate",
-    rollout_is_batch_normalize: bool = False,
-    rollout_rs=None,
-    rollout_rs_threshold=None,
-    rollout_rs_threshold_lower=None,
-    axis_name=None,
-) -> tuple:
+def rollout_correction(old_log_probs, behavior_log_probs, mask, rollout_is=None,
+                       rollout_is_threshold=2.0, rollout_is_threshold_lower=None,
+                       rollout_is_mode: str = "truncate", rollout_is_batch_normalize: bool = False,
+                       rollout_rs=None, rollout_rs_threshold=None, rollout_rs_threshold_lower=None,
+                       axis_name=None) -> tuple:
     """verl's rollout-correction step: IS weights, the rejection mask and the mismatch diagnostics.
 
     The weights and the mask are optional.
@@ -158,17 +149,10 @@ def rollout_correction(
     metrics = {}
     weights = None
     if rollout_is is not None:
-        weights, m = rollout_is_weights(
-            old_log_probs,
-            behavior_log_probs,
-            mask,
-            rollout_is,
-            rollout_is_threshold,
-            rollout_is_threshold_lower,
-            rollout_is_mode,
-            rollout_is_batch_normalize,
-            axis_name=axis_name,
-        )
+        weights, m = rollout_is_weights(old_log_probs, behavior_log_probs, mask, rollout_is,
+                                        rollout_is_threshold, rollout_is_threshold_lower,
+                                        rollout_is_mode, rollout_is_batch_normalize,
+                                        axis_name=axis_name)
         metrics.update(m)
     if rollout_rs is not None:
         new_mask, m = rollout_rejection_mask(old_log_probs, behavior_log_probs, mask, rollout_rs,
@@ -181,29 +165,13 @@ def rollout_correction(
     return weights, new_mask, metrics
 
 # %% ../../nbs/03m_mismatch_diagnostics.ipynb #c75578e3
-def _preset(
-    rollout_is=None,
-    threshold=2.0,
-    lower=None,
-    mode="truncate",
-    rollout_rs=None,
-    rs_threshold=None,
-    rs_lower=None,
-    bypass_mode=False,
-    loss_type="ppo_clip",
-) -> dict:
-    return dict(
-        rollout_is=rollout_is,
-        rollout_is_threshold=threshold,
-        rollout_is_threshold_lower=lower,
-        rollout_is_mode=mode,
-        rollout_is_batch_normalize=False,
-        rollout_rs=rollout_rs,
-        rollout_rs_threshold=rs_threshold,
-        rollout_rs_threshold_lower=rs_lower,
-        bypass_mode=bypass_mode,
-        loss_type=loss_type,
-    )
+def _preset(rollout_is=None, threshold=2.0, lower=None, mode="truncate", rollout_rs=None,
+            rs_threshold=None, rs_lower=None, bypass_mode=False, loss_type="ppo_clip") -> dict:
+    return dict(rollout_is=rollout_is, rollout_is_threshold=threshold,
+                rollout_is_threshold_lower=lower, rollout_is_mode=mode,
+                rollout_is_batch_normalize=False, rollout_rs=rollout_rs,
+                rollout_rs_threshold=rs_threshold, rollout_rs_threshold_lower=rs_lower,
+                bypass_mode=bypass_mode, loss_type=loss_type)
 
 
 _GEO = dict(rollout_rs="seq_mean_k1", rs_threshold=1.001, rs_lower=0.999)

@@ -64,18 +64,9 @@ def _clipped(fn, log_ratio, advantages, mask, epsilon_low, epsilon_high, dual_cl
     return terms, {"clipped": is_clipped, "dual_clipped": is_dual}, keep, rt
 
 # %% ../../nbs/03c_clipped_surrogate.ipynb #e0906722
-def clipped_surrogate(
-    log_ratio,
-    advantages,
-    mask,
-    epsilon_low: float = 0.2,
-    epsilon_high: float = 0.2,
-    dual_clip: float | None = 3.0,
-    mode: str = "token-mean",
-    axis_name=None,
-    norm=None,
-    counts=None,
-) -> tuple:
+def clipped_surrogate(log_ratio, advantages, mask, epsilon_low: float = 0.2,
+                      epsilon_high: float = 0.2, dual_clip: float | None = 3.0,
+                      mode: str = "token-mean", axis_name=None, norm=None, counts=None) -> tuple:
     """The dual-clipped PPO loss reduced by `aggregate`, with its clip-fraction and KL metrics.
 
     The reduction is the token mean by default.

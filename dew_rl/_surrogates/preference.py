@@ -44,16 +44,8 @@ def preference_margin(policy_chosen, policy_rejected, ref_chosen, ref_rejected, 
     jax.Array
         [P] margins Delta in the log-probabilities' result dtype
     """
-    delta, out = _margin(
-        "preference_margin",
-        policy_chosen,
-        policy_rejected,
-        ref_chosen,
-        ref_rejected,
-        mask_chosen,
-        mask_rejected,
-        length_normalize,
-    )
+    delta, out = _margin("preference_margin", policy_chosen, policy_rejected, ref_chosen,
+                         ref_rejected, mask_chosen, mask_rejected, length_normalize)
     return delta.astype(out)
 
 
@@ -75,16 +67,8 @@ def _side(fn, names, policy, ref, mask, length_normalize):
     return total, (pol, r)
 
 
-def _margin(
-    fn,
-    policy_chosen,
-    policy_rejected,
-    ref_chosen,
-    ref_rejected,
-    mask_chosen,
-    mask_rejected,
-    length_normalize,
-):
+def _margin(fn, policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen,
+            mask_rejected, length_normalize):
     chosen, (a, b) = _side(fn, ("policy_chosen", "ref_chosen", "mask_chosen"),
                            policy_chosen, ref_chosen, mask_chosen, length_normalize)
     rejected, (c, d) = _side(fn, ("policy_rejected", "ref_rejected", "mask_rejected"),
@@ -129,30 +113,14 @@ def preference_logsigmoid(
     """
     fn = "preference_logsigmoid"
     check_number(fn, "beta", beta, lambda b: b > 0 and np.isfinite(b), "a positive number")
-    delta, out = _margin(
-        fn,
-        policy_chosen,
-        policy_rejected,
-        ref_chosen,
-        ref_rejected,
-        mask_chosen,
-        mask_rejected,
-        False,
-    )
+    delta, out = _margin(fn, policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen,
+                         mask_rejected, False)
     return (-jax.nn.log_sigmoid(beta * delta)).mean().astype(out)
 
 # %% ../../nbs/03g_preference.ipynb #6efe98fa
 @renamed_argument(length_normalise="length_normalize")
-def preference_ipo(
-    policy_chosen,
-    policy_rejected,
-    ref_chosen,
-    ref_rejected,
-    mask_chosen,
-    mask_rejected,
-    beta,
-    length_normalize: bool = False,
-) -> jax.Array:
+def preference_ipo(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen,
+                   mask_rejected, beta, length_normalize: bool = False) -> jax.Array:
     """IPO (arXiv:2310.12036, Eq. 17): mean over pairs of `(Delta - 1 / (2 beta))^2`.
 
     With `length_normalize=True`, superseded by `dpo_loss(..., beta, loss_type="ipo")[0]` (TRL's
@@ -187,14 +155,6 @@ def preference_ipo(
     """
     fn = "preference_ipo"
     check_number(fn, "beta", beta, lambda b: b > 0 and np.isfinite(b), "a positive number")
-    delta, out = _margin(
-        fn,
-        policy_chosen,
-        policy_rejected,
-        ref_chosen,
-        ref_rejected,
-        mask_chosen,
-        mask_rejected,
-        length_normalize,
-    )
+    delta, out = _margin(fn, policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen,
+                         mask_rejected, length_normalize)
     return ((delta - 1.0 / (2.0 * beta)) ** 2).mean().astype(out)

@@ -19,36 +19,14 @@ __all__ = ['DPO_LOSS_TYPES', 'F_DIVERGENCE_TYPES', 'ALPHA_DIVERGENCE_CLAMP', 'KT
            'dpo_sft_loss']
 
 # %% ../../nbs/03o_preference_family.ipynb #4debb222
-DPO_LOSS_TYPES = (
-    "sigmoid",
-    "hinge",
-    "ipo",
-    "exo_pair",
-    "nca_pair",
-    "robust",
-    "bco_pair",
-    "sppo_hard",
-    "aot",
-    "aot_unpaired",
-    "apo_zero",
-    "apo_down",
-    "discopop",
-    "sft",
-    "sigmoid_norm",
-)
+DPO_LOSS_TYPES = ("sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair",
+                  "sppo_hard", "aot", "aot_unpaired", "apo_zero", "apo_down", "discopop", "sft",
+                  "sigmoid_norm")
 F_DIVERGENCE_TYPES = ("reverse_kl", "forward_kl", "js_divergence", "alpha_divergence")
 # TRL 1.16.0: only the losses of the chosen-minus-rejected score difference take another
 # f-divergence
-_F_DIVERGENCE_LOSS_TYPES = (
-    "sigmoid",
-    "sigmoid_norm",
-    "hinge",
-    "ipo",
-    "exo_pair",
-    "robust",
-    "discopop",
-    "sft",
-)
+_F_DIVERGENCE_LOSS_TYPES = ("sigmoid", "sigmoid_norm", "hinge", "ipo", "exo_pair", "robust",
+                            "discopop", "sft")
 # the types that read label_smoothing
 _SMOOTHED_LOSS_TYPES = ("sigmoid", "robust", "exo_pair", "aot", "aot_unpaired")
 # TRL clamps (alpha - 1) * u at 80 before the exponential (float32 and bfloat16)
@@ -370,17 +348,8 @@ def _tokens(fn, names, policy, ref, mask, extra=None):
     return side
 
 
-def _pair_sides(
-    fn,
-    policy_chosen,
-    policy_rejected,
-    ref_chosen,
-    ref_rejected,
-    mask_chosen,
-    mask_rejected,
-    extra_chosen=None,
-    extra_rejected=None,
-):
+def _pair_sides(fn, policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen,
+                mask_rejected, extra_chosen=None, extra_rejected=None):
     "Both sides of the pairs, checked, in one compute dtype; and the result dtype."
     c = _tokens(fn,
                 ("policy_chosen", "ref_chosen", "mask_chosen"),
@@ -425,20 +394,9 @@ def _float32_metrics(metrics):
 KTO_LOSS_TYPES = ("kto", "apo_zero_unpaired")
 
 
-def kto_loss(
-    policy_log_probs,
-    ref_log_probs,
-    mask,
-    label,
-    kl_policy_log_probs=None,
-    kl_ref_log_probs=None,
-    kl_mask=None,
-    beta=0.1,
-    desirable_weight=1.0,
-    undesirable_weight=1.0,
-    loss_type="kto",
-    axis_name=None,
-):
+def kto_loss(policy_log_probs, ref_log_probs, mask, label, kl_policy_log_probs=None,
+             kl_ref_log_probs=None, kl_mask=None, beta=0.1, desirable_weight=1.0,
+             undesirable_weight=1.0, loss_type="kto", axis_name=None):
     """KTO (or unpaired APO-zero): mean over completions of the desirable / undesirable sigmoid losses around z_ref.
 
     Parameters
@@ -542,19 +500,9 @@ CPO_LOSS_TYPES = ("sigmoid", "hinge", "ipo", "simpo", "alphapo")
 ORPO_LOG_PROB_CAP = -1e-6
 
 
-def cpo_loss(
-    policy_chosen,
-    policy_rejected,
-    mask_chosen,
-    mask_rejected,
-    beta=0.1,
-    loss_type="sigmoid",
-    label_smoothing=0.0,
-    cpo_alpha=1.0,
-    simpo_gamma=0.5,
-    alpha=0.0,
-    axis_name=None,
-):
+def cpo_loss(policy_chosen, policy_rejected, mask_chosen, mask_rejected, beta=0.1,
+             loss_type="sigmoid", label_smoothing=0.0, cpo_alpha=1.0, simpo_gamma=0.5, alpha=0.0,
+             axis_name=None):
     """CPO, SimPO and AlphaPO (TRL's CPOTrainer): a reference-free pair loss plus cpo_alpha times the chosen NLL.
 
     Parameters
@@ -715,20 +663,9 @@ def _log1mexp(x):
 TPO_LOSS_TYPES = ("sigmoid", "hinge", "ipo", "tpo-l")
 
 
-def tpo_loss(
-    policy_chosen,
-    policy_rejected,
-    mask_chosen,
-    mask_rejected,
-    policy_gold=None,
-    mask_gold=None,
-    beta=0.01,
-    loss_type="sigmoid",
-    label_smoothing=0.0,
-    tpo_alpha=1.0,
-    tpo_l_gamma=0.5,
-    axis_name=None,
-):
+def tpo_loss(policy_chosen, policy_rejected, mask_chosen, mask_rejected, policy_gold=None,
+             mask_gold=None, beta=0.01, loss_type="sigmoid", label_smoothing=0.0, tpo_alpha=1.0,
+             tpo_l_gamma=0.5, axis_name=None):
     """TPO and TPO-L (TRL's TPOTrainer): a reference-free pair loss plus tpo_alpha times the gold response's NLL.
 
     Parameters
@@ -826,20 +763,10 @@ def tpo_loss(
     return (pref + lam * nll).astype(out), _float32_metrics(metrics)
 
 # %% ../../nbs/03o_preference_family.ipynb #6a330a13
-def dpo_sft_loss(
-    policy_chosen,
-    policy_rejected,
-    ref_chosen,
-    ref_rejected,
-    mask_chosen,
-    mask_rejected,
-    reference_policy_kl_penalty=0.05,
-    preference_loss_weight=1.0,
-    sft_loss_weight=0.0,
-    preference_average_log_probs=False,
-    sft_average_log_probs=False,
-    axis_name=None,
-):
+def dpo_sft_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, mask_chosen,
+                 mask_rejected, reference_policy_kl_penalty=0.05, preference_loss_weight=1.0,
+                 sft_loss_weight=0.0, preference_average_log_probs=False,
+                 sft_average_log_probs=False, axis_name=None):
     """NeMo-RL's DPO loss: preference_loss_weight * DPO + sft_loss_weight * the chosen NLL, both means over pairs.
 
     Parameters

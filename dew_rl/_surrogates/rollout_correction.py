@@ -104,17 +104,10 @@ ROLLOUT_IS_LEVELS = ("token", "sequence", "geometric_mean")
 ROLLOUT_IS_MODES = ("truncate", "mask")
 
 # %% ../../nbs/03l_rollout_correction.ipynb #77eb86c9
-def rollout_is_weights(
-    old_log_probs,
-    behavior_log_probs,
-    mask,
-    rollout_is: str = "token",
-    rollout_is_threshold=2.0,
-    rollout_is_threshold_lower=None,
-    rollout_is_mode: str = "truncate",
-    rollout_is_batch_normalize: bool = False,
-    axis_name=None,
-) -> tuple:
+def rollout_is_weights(old_log_probs, behavior_log_probs, mask, rollout_is: str = "token",
+                       rollout_is_threshold=2.0, rollout_is_threshold_lower=None,
+                       rollout_is_mode: str = "truncate", rollout_is_batch_normalize: bool = False,
+                       axis_name=None) -> tuple:
     """Detached importance weights pi_old / pi_rollout at the token, sequence or geometric level.
 
     Truncated or masked to [C_min, C_max].

@@ -312,30 +312,12 @@ def dppo_tv_terms(log_probs, old_log_probs, advantages, mask, epsilon_low=0.2, e
     ------
     Qi et al. 2026, arXiv:2602.04879v1 (verl loss_mode `dppo_tv`)
     """
-    return _dppo(
-        "dppo_tv_terms",
-        "tv",
-        log_probs,
-        old_log_probs,
-        advantages,
-        mask,
-        epsilon_low,
-        epsilon_high,
-        clip_ratio_c,
-    )
+    return _dppo("dppo_tv_terms", "tv", log_probs, old_log_probs, advantages, mask, epsilon_low,
+                 epsilon_high, clip_ratio_c)
 
 
-def _dppo(
-    fn,
-    divergence,
-    log_probs,
-    old_log_probs,
-    advantages,
-    mask,
-    epsilon_low,
-    epsilon_high,
-    clip_ratio_c,
-):
+def _dppo(fn, divergence, log_probs, old_log_probs, advantages, mask, epsilon_low, epsilon_high,
+          clip_ratio_c):
     lo = _nonnegative_number(fn, "epsilon_low", epsilon_low)
     hi = _nonnegative_number(fn, "epsilon_high", epsilon_high)
     c = _positive_number(fn, "clip_ratio_c", clip_ratio_c)
@@ -392,33 +374,15 @@ def dppo_kl_terms(log_probs, old_log_probs, advantages, mask, epsilon_low=0.2, e
     ------
     Qi et al. 2026, arXiv:2602.04879v1 (verl loss_mode `dppo_kl`)
     """
-    return _dppo(
-        "dppo_kl_terms",
-        "kl",
-        log_probs,
-        old_log_probs,
-        advantages,
-        mask,
-        epsilon_low,
-        epsilon_high,
-        clip_ratio_c,
-    )
+    return _dppo("dppo_kl_terms", "kl", log_probs, old_log_probs, advantages, mask, epsilon_low,
+                 epsilon_high, clip_ratio_c)
 
 # %% ../../nbs/03i_weighted_policy_gradients.ipynb #4b90f337
 _VESPO_LOG_W_MIN = math.log(1e-8)  # TRL's lower clamp of the sequence log weight
 
 
-def vespo_terms(
-    log_ratio,
-    log_probs,
-    advantages,
-    mask,
-    vespo_k_pos=2.0,
-    vespo_lambda_pos=3.0,
-    vespo_k_neg=3.0,
-    vespo_lambda_neg=2.0,
-    is_log_ratio=None,
-) -> tuple:
+def vespo_terms(log_ratio, log_probs, advantages, mask, vespo_k_pos=2.0, vespo_lambda_pos=3.0,
+                vespo_k_neg=3.0, vespo_lambda_neg=2.0, is_log_ratio=None) -> tuple:
     """Per-token VESPO loss -sg(phi(w)) A log pi, phi(w) = e^lam w^k e^(-lam w) of the sequence ratio w.
 
     (k, lam) are chosen by the sign of the advantage A.

@@ -332,24 +332,10 @@ def _unflatten(aux, leaves):
 jax.tree_util.register_pytree_with_keys(ObjectiveConfig, _flatten_with_keys, _unflatten, _flatten)
 
 # %% ../../nbs/04a_objectives.ipynb #d16d06f9
-_ROLLOUT_FIELDS = (
-    "mask",
-    "old_log_probs",
-    "rewards",
-    "ref_log_probs",
-    "token_rewards",
-    "old_values",
-    "behavior_log_probs",
-    "advantages",
-    "returns",
-    "group_ids",
-    "rollout_is_weights",
-    "reward_components",
-    "reward_baselines",
-    "sum_pi_squared",
-    "teacher_log_probs",
-    "sample_weights",
-)
+_ROLLOUT_FIELDS = ("mask", "old_log_probs", "rewards", "ref_log_probs", "token_rewards",
+                   "old_values", "behavior_log_probs", "advantages", "returns", "group_ids",
+                   "rollout_is_weights", "reward_components", "reward_baselines", "sum_pi_squared",
+                   "teacher_log_probs", "sample_weights")
 
 
 @functools.partial(
@@ -564,21 +550,11 @@ def advantages(config, rollout, axis_name=None):
     stage = rec.advantage
     groups = _grouping(fn, cfg, rollout, keep) if stage.group else None
     out = stage.fn(cfg, rollout, keep, groups, axis_name)
-    st = types.SimpleNamespace(
-        fn=fn,
-        cfg=cfg,
-        rec=rec,
-        rollout=rollout,
-        axis_name=axis_name,
-        keep=keep,
-        mask=mask,
-        out=out,
-        raw=out.raw,
-        is_weights=None,
-        metrics={},
-        reads=_reads(cfg),
-        present=_present(rollout),
-    )
+    st = types.SimpleNamespace(fn=fn, cfg=cfg, rec=rec, rollout=rollout, axis_name=axis_name,
+                               keep=keep, mask=mask, out=out, raw=out.raw, is_weights=None,
+                               metrics={},
+                               reads=_reads(cfg),
+                               present=_present(rollout))
     # kept rows, the batch's rollout correction, M2PO, moments, normalisation, OPD
     run_pieces(ADVANTAGE_PIECES, st)
     keep, mask, raw, adv, is_weights = st.keep, st.mask, st.raw, st.adv, st.is_weights
@@ -587,19 +563,17 @@ def advantages(config, rollout, axis_name=None):
     else:
         adv_mean, adv_var, _ = global_masked_moments(adv, keep, axis_name=axis_name)
     ct = stat_dtype(raw.dtype)
-    metrics = {
-        "rollout/raw_reward": out.reward.astype(ct),
-        **({"rollout/returns": token_mean(out.returns, keep, axis_name=axis_name).astype(ct)}
-           if out.returns is not None else {}),
-        "rollout/advantages_raw_mean": st.raw_mean.astype(ct),
-        "rollout/advantages_raw_std": jnp.sqrt(st.raw_var).astype(ct),
-        "rollout/advantages_mean": adv_mean.astype(ct),
-        "rollout/advantages_std": jnp.sqrt(adv_var).astype(ct),
-        "rollout/valid_tokens": st.count,
-        "rollout/zero_variance": (st.raw_var < VAR_FLOOR).astype(ct),
-        **{k: v if jnp.issubdtype(v.dtype, jnp.integer) else v.astype(ct)
-           for k, v in {**(out.metrics or {}), **st.metrics}.items()},
-    }
+    metrics = {"rollout/raw_reward": out.reward.astype(ct),
+               **({"rollout/returns": token_mean(out.returns, keep, axis_name=axis_name).astype(ct)}
+                  if out.returns is not None else {}),
+               "rollout/advantages_raw_mean": st.raw_mean.astype(ct),
+               "rollout/advantages_raw_std": jnp.sqrt(st.raw_var).astype(ct),
+               "rollout/advantages_mean": adv_mean.astype(ct),
+               "rollout/advantages_std": jnp.sqrt(adv_var).astype(ct),
+               "rollout/valid_tokens": st.count,
+               "rollout/zero_variance": (st.raw_var < VAR_FLOOR).astype(ct),
+               **{k: v if jnp.issubdtype(v.dtype, jnp.integer) else v.astype(ct)
+                  for k, v in {**(out.metrics or {}), **st.metrics}.items()}}
     returns = (
         None if out.returns is None else jax.lax.stop_gradient(jnp.where(keep, out.returns, 0))
     )

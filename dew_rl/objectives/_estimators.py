@@ -148,16 +148,8 @@ def _topr(cfg, lp, old, adv, keep, ctx):
 
 
 def _vespo(cfg, lp, old, adv, keep, ctx):
-    return vespo_terms(
-        token_log_ratio(lp, old),
-        lp,
-        adv,
-        keep,
-        cfg.vespo_k_pos,
-        cfg.vespo_lambda_pos,
-        cfg.vespo_k_neg,
-        cfg.vespo_lambda_neg,
-    )
+    return vespo_terms(token_log_ratio(lp, old), lp, adv, keep, cfg.vespo_k_pos,
+                       cfg.vespo_lambda_pos, cfg.vespo_k_neg, cfg.vespo_lambda_neg)
 
 
 def _clip_cov(cfg, lp, old, adv, keep, ctx):
@@ -166,19 +158,9 @@ def _clip_cov(cfg, lp, old, adv, keep, ctx):
             "loss: `key` is required by loss_mode='clip_cov' (its random subset of tokens); got"
             " None"
         )
-    return clip_cov_terms(
-        token_log_ratio(lp, old),
-        lp,
-        adv,
-        keep,
-        ctx.key,
-        cfg.clip_ratio_low,
-        cfg.clip_ratio_high,
-        cfg.clip_cov_ratio,
-        cfg.clip_cov_lb,
-        cfg.clip_cov_ub,
-        axis_name=ctx.axis_name,
-    )
+    return clip_cov_terms(token_log_ratio(lp, old), lp, adv, keep, ctx.key, cfg.clip_ratio_low,
+                          cfg.clip_ratio_high, cfg.clip_cov_ratio, cfg.clip_cov_lb, cfg.clip_cov_ub,
+                          axis_name=ctx.axis_name)
 
 
 def _kl_cov(cfg, lp, old, adv, keep, ctx):
@@ -423,16 +405,8 @@ RLOO = AdvantageStage(_rloo_stage,
                       group=True)
 GAE = AdvantageStage(
     _gae_stage,
-    (
-        "normalize_advantages",
-        "gamma",
-        "lam",
-        "kl_coef",
-        "kl_penalty",
-        "custom_advantage",
-        "gae_lambda_value",
-        "length_adaptive_alpha",
-    ),
+    ("normalize_advantages", "gamma", "lam", "kl_coef", "kl_penalty", "custom_advantage",
+     "gae_lambda_value", "length_adaptive_alpha"),
     ("token_rewards", "old_values", "old_log_probs", "ref_log_probs"),
     normalise=_bessel_whiten,
     metrics=("rollout/returns", "rollout/reward_kl_penalty"),
@@ -617,25 +591,14 @@ register_estimator(
 
 # %% ../../nbs/04b_estimators.ipynb #04927cf0
 register_estimator(
-    Estimator(
-        "dpo",
-        None,
-        recipe=dict(beta=0.1),
-        default_agg=None,
-        reads=(
-            "beta",
-            "loss_type",
-            "label_smoothing",
-            "f_divergence_type",
-            "f_alpha_divergence_coef",
-            "ld_alpha",
-            "use_weighting",
-            "discopop_tau",
-            "loss_weights",
-        ),
-        summary="-log_sigmoid(beta Delta) of summed log-prob margins, mean over pairs",
-        source="arXiv:2305.18290, Eq. 7 (DPO; version not confirmed)",
-    ),
+    Estimator("dpo", None,
+              recipe=dict(beta=0.1),
+              default_agg=None,
+              reads=("beta", "loss_type", "label_smoothing", "f_divergence_type",
+                     "f_alpha_divergence_coef", "ld_alpha", "use_weighting", "discopop_tau",
+                     "loss_weights"),
+              summary="-log_sigmoid(beta Delta) of summed log-prob margins, mean over pairs",
+              source="arXiv:2305.18290, Eq. 7 (DPO; version not confirmed)"),
     replace=True,
 )
 
@@ -713,16 +676,14 @@ def _otb_stage(cfg, rollout, keep, groups, axis_name):
 
 _G = ("n_samples_per_prompt", "custom_advantage")
 for _name, _stage, _recipe, _summary, _source in (
-    (
-        "gdpo",
-        AdvantageStage(_gdpo_stage,
-                       _G + ("gdpo_reward_weights",),
-                       ("reward_components", "group_ids"),
-                       group=True),
-        dict(n_samples_per_prompt=8, loss_mode="vanilla"),
-        "a z-score per reward component and group, a weighted sum, whitened over the batch",
-        "arXiv:2601.05242v1 (GDPO)",
-    ),
+    ("gdpo",
+     AdvantageStage(_gdpo_stage,
+                    _G + ("gdpo_reward_weights",),
+                    ("reward_components", "group_ids"),
+                    group=True),
+     dict(n_samples_per_prompt=8, loss_mode="vanilla"),
+     "a z-score per reward component and group, a weighted sum, whitened over the batch",
+     "arXiv:2601.05242v1 (GDPO)"),
     ("opo",
      AdvantageStage(
          _opo_stage, _G + ("reward_post_process",), ("rewards", "group_ids"), group=True
@@ -730,16 +691,14 @@ for _name, _stage, _recipe, _summary, _source in (
      dict(n_samples_per_prompt=8, loss_mode="vanilla"),
      "R minus the length-weighted mean of its group",
      "arXiv:2505.23585v2 (OPO)"),
-    (
-        "grpo_passk",
-        AdvantageStage(_passk_stage,
-                       _G + ("reward_post_process", "norm_adv_by_std_in_grpo"),
-                       ("rewards", "group_ids"),
-                       group=True),
-        dict(n_samples_per_prompt=8, loss_mode="vanilla"),
-        "only the group's best row gets (r_max - r_2nd) [/ std]",
-        "arXiv:2503.19595 (Pass@k, as cited by verl)",
-    ),
+    ("grpo_passk",
+     AdvantageStage(_passk_stage,
+                    _G + ("reward_post_process", "norm_adv_by_std_in_grpo"),
+                    ("rewards", "group_ids"),
+                    group=True),
+     dict(n_samples_per_prompt=8, loss_mode="vanilla"),
+     "only the group's best row gets (r_max - r_2nd) [/ std]",
+     "arXiv:2503.19595 (Pass@k, as cited by verl)"),
     ("gpg",
      AdvantageStage(
          _gpg_stage, _G + ("reward_post_process",), ("rewards", "group_ids"), group=True

@@ -384,16 +384,11 @@ BUILTIN_FIELDS = (
     _number("gamma", 1.0, _UNIT, owner="stage 1: reinforce_plus_plus, ppo",
             doc="float in [0, 1]: the discount (REINFORCE++ returns, GAE)"),
     _number("lam", 1.0, _UNIT, owner="stage 1: ppo", doc="float in [0, 1]: GAE's lambda (PPO)"),
-    _number(
-        "kl_coef",
-        0.0,
-        _NON_NEGATIVE,
-        switch="rollout.ref_log_probs",
-        owner="stage 1: the k1 reward shaping (reinforce_plus_plus, rloo, ppo)",
-        doc=("float >= 0: beta of the k1 reward shaping, `-beta * (old - ref)` per token"
-             " (REINFORCE++, PPO); on when the rollout carries `ref_log_probs` (0 then weighs"
-             " nothing); a host number other than 0 needs them"),
-    ),
+    _number("kl_coef", 0.0, _NON_NEGATIVE, switch="rollout.ref_log_probs",
+            owner="stage 1: the k1 reward shaping (reinforce_plus_plus, rloo, ppo)",
+            doc=("float >= 0: beta of the k1 reward shaping, `-beta * (old - ref)` per token"
+                 " (REINFORCE++, PPO); on when the rollout carries `ref_log_probs` (0 then weighs"
+                 " nothing); a host number other than 0 needs them")),
     _flag(
         "use_kl_loss",
         False,
@@ -402,28 +397,12 @@ BUILTIN_FIELDS = (
         doc=("bool: add `kl_loss_coef * aggregate(kl_penalty(log_probs, ref, kl_loss_type))` to the"
              " loss"),
     ),
-    _choice(
-        "kl_loss_type",
-        "k3",
-        KL_PENALTY_KINDS,
-        when=_KL_LOSS,
-        hint=", or set use_kl_loss=True",
-        hint_if="use_kl_loss",
-        common=True,
-        owner="piece kl_loss",
-        doc="str: one of `dew_rl.KL_PENALTY_KINDS`; read only with `use_kl_loss=True`",
-    ),
-    _number(
-        "kl_loss_coef",
-        0.001,
-        _NON_NEGATIVE,
-        when=_KL_LOSS,
-        hint=", or set use_kl_loss=True",
-        hint_if="use_kl_loss",
-        common=True,
-        owner="piece kl_loss",
-        doc="float >= 0: the KL loss weight; read only with `use_kl_loss=True`",
-    ),
+    _choice("kl_loss_type", "k3", KL_PENALTY_KINDS, when=_KL_LOSS, hint=", or set use_kl_loss=True",
+            hint_if="use_kl_loss", common=True, owner="piece kl_loss",
+            doc="str: one of `dew_rl.KL_PENALTY_KINDS`; read only with `use_kl_loss=True`"),
+    _number("kl_loss_coef", 0.001, _NON_NEGATIVE, when=_KL_LOSS, hint=", or set use_kl_loss=True",
+            hint_if="use_kl_loss", common=True, owner="piece kl_loss",
+            doc="float >= 0: the KL loss weight; read only with `use_kl_loss=True`"),
     _number("clip_ratio_low", 0.2,
             (lambda v: 0.0 < v < 1.0,
              "in (0, 1): a positive clip whose lower bound 1 - clip_ratio_low stays positive"),
@@ -437,31 +416,17 @@ BUILTIN_FIELDS = (
             (lambda v: 1.0 < v < np.inf, "None (no dual clip) or a finite number > 1"),
             optional=True, type=float | None, owner="the dual-clip loss modes",
             doc="float > 1 or None: the dual-clip constant; None disables it"),
-    _choice(
-        "loss_agg_mode",
-        None,
-        AGGREGATION_MODES,
-        optional=True,
-        type=str | None,
-        common=True,
-        owner="the reduction",
-        doc=("str or None: one of `dew_rl.AGGREGATION_MODES`; None resolves to the estimator's"
-             " default reduction (\"token-mean\" when `calculate_per_token_loss=True`)"),
-    ),
-    _number(
-        "loss_agg_norm",
-        None,
-        (lambda v: 0.0 < v < np.inf, "None (T) or a positive finite number"),
-        traced=False,
-        optional=True,
-        type=float | None,
-        when=_NORM_MODE,
-        hint=", or use loss_agg_mode='seq-mean-token-sum-norm'",
-        common=True,
-        owner="the reduction",
-        doc=("float > 0 or None: the constant of \"seq-mean-token-sum-norm\"; None:"
-             " `max_response_length`, else T"),
-    ),
+    _choice("loss_agg_mode", None, AGGREGATION_MODES, optional=True, type=str | None, common=True,
+            owner="the reduction",
+            doc=("str or None: one of `dew_rl.AGGREGATION_MODES`; None resolves to the estimator's"
+                 " default reduction (\"token-mean\" when `calculate_per_token_loss=True`)")),
+    _number("loss_agg_norm", None,
+            (lambda v: 0.0 < v < np.inf, "None (T) or a positive finite number"),
+            traced=False, optional=True, type=float | None, when=_NORM_MODE,
+            hint=", or use loss_agg_mode='seq-mean-token-sum-norm'", common=True,
+            owner="the reduction",
+            doc=("float > 0 or None: the constant of \"seq-mean-token-sum-norm\"; None:"
+                 " `max_response_length`, else T")),
     _flag("calculate_per_token_loss", False, common=True, owner="the reduction",
           doc="bool: the seed's switch; True means `loss_agg_mode=\"token-mean\"`"),
     _number("tau_pos", 1.0, _POSITIVE, owner="loss_mode sapo",
@@ -519,30 +484,15 @@ BUILTIN_FIELDS = (
     _int("overlong_buffer_len", None, why=" or None", optional=True, type=int | None,
          owner="stage 1: dapo",
          doc="int >= 1 or None: DAPO's soft overlong buffer L_buf; None: no overlong shaping"),
-    _number(
-        "overlong_penalty_factor",
-        1.0,
-        _NON_NEGATIVE,
-        when=_OVERLONG,
-        hint=", or set overlong_buffer_len",
-        hint_if="overlong_buffer_len",
-        owner="stage 1: dapo",
-        doc="float >= 0: the penalty at and beyond L_max",
-    ),
-    _int(
-        "max_response_length",
-        None,
-        why=" or None",
-        optional=True,
-        type=int | None,
-        when=_MAX_LENGTH,
-        hint=", or set overlong_buffer_len (DAPO's overlong shaping reads it)",
-        hint_if="overlong_buffer_len",
-        common=True,
-        owner="the reduction; stage 1: dapo",
-        doc=("int >= 1 or None: L_max of the overlong shaping (None: T), and the default"
-             " `loss_agg_norm`"),
-    ),
+    _number("overlong_penalty_factor", 1.0, _NON_NEGATIVE, when=_OVERLONG,
+            hint=", or set overlong_buffer_len", hint_if="overlong_buffer_len",
+            owner="stage 1: dapo", doc="float >= 0: the penalty at and beyond L_max"),
+    _int("max_response_length", None, why=" or None", optional=True, type=int | None,
+         when=_MAX_LENGTH,
+         hint=", or set overlong_buffer_len (DAPO's overlong shaping reads it)",
+         hint_if="overlong_buffer_len", common=True, owner="the reduction; stage 1: dapo",
+         doc=("int >= 1 or None: L_max of the overlong shaping (None: T), and the default"
+              " `loss_agg_norm`")),
     _number("beta", 0.1, _POSITIVE, owner="dpo", doc="float > 0: DPO's beta"),
     _int("context_parallel_size", 1, common=True, owner="the declarations",
          doc="int >= 1: declared context parallelism (must be 1 for the REINFORCE++ pair)"),
@@ -558,27 +508,15 @@ BUILTIN_FIELDS = (
         owner="stage 1",
         doc="callable or None: `[B] rewards -> [B] rewards`, applied in stage 1 before any shaping",
     ),
-    _other(
-        "custom_advantage",
-        None,
-        "callable",
-        optional=True,
-        type=Callable | None,
-        owner="stage 1",
-        doc=("callable or None: `(rollout, axis_name) -> [B, T]` raw advantages, replacing the"
-             " estimator's (its normalisation, if any, still applies)"),
-    ),
-    _choice(
-        "loss_mode",
-        None,
-        lambda: tuple(_LOSS_MODES),
-        optional=True,
-        type=str | None,
-        common=True,
-        owner="the policy loss",
-        doc=("str or None: the per-token policy loss, one of `LOSS_MODES` (verl's"
-             " `policy_loss.loss_mode`); None: the estimator's own (its recipe's)"),
-    ),
+    _other("custom_advantage", None, "callable", optional=True, type=Callable | None,
+           owner="stage 1",
+           doc=("callable or None: `(rollout, axis_name) -> [B, T]` raw advantages, replacing the"
+                " estimator's (its normalisation, if any, still applies)")),
+    _choice("loss_mode", None,
+            lambda: tuple(_LOSS_MODES),
+            optional=True, type=str | None, common=True, owner="the policy loss",
+            doc=("str or None: the per-token policy loss, one of `LOSS_MODES` (verl's"
+                 " `policy_loss.loss_mode`); None: the estimator's own (its recipe's)")),
     _choice(
         "rollout_is",
         None,
@@ -592,19 +530,10 @@ BUILTIN_FIELDS = (
              " \"token\", \"sequence\" (the product over the row) or \"geometric_mean\"; they"
              " multiply the policy terms"),
     ),
-    _number(
-        "rollout_is_threshold",
-        2.0,
-        _POSITIVE_OR_INF,
-        optional=True,
-        type=float | None,
-        when=_IS,
-        hint=", or set rollout_is",
-        hint_if="rollout_is",
-        common=True,
-        owner="piece rollout_correction",
-        doc="float > 0 or None: C_max, the upper bound of the weights (None: none)",
-    ),
+    _number("rollout_is_threshold", 2.0, _POSITIVE_OR_INF, optional=True, type=float | None,
+            when=_IS, hint=", or set rollout_is", hint_if="rollout_is", common=True,
+            owner="piece rollout_correction",
+            doc="float > 0 or None: C_max, the upper bound of the weights (None: none)"),
     _number(
         "rollout_is_threshold_lower",
         None,
@@ -631,16 +560,9 @@ BUILTIN_FIELDS = (
         doc=("str: \"truncate\" (clamp to [C_min, C_max], TIS) or \"mask\" (weights outside it set"
              " to 0, MIS/IcePop)"),
     ),
-    _flag(
-        "rollout_is_batch_normalize",
-        False,
-        when=_IS,
-        hint=", or set rollout_is",
-        hint_if="rollout_is",
-        common=True,
-        owner="piece rollout_correction",
-        doc="bool: rescale the weights to mean 1 over the global batch (verl)",
-    ),
+    _flag("rollout_is_batch_normalize", False, when=_IS, hint=", or set rollout_is",
+          hint_if="rollout_is", common=True, owner="piece rollout_correction",
+          doc="bool: rescale the weights to mean 1 over the global batch (verl)"),
     _other(
         "rollout_rs",
         None,
@@ -667,19 +589,10 @@ BUILTIN_FIELDS = (
             "float, tuple or None: the upper threshold(s) of the rejection options (one per option)"
         ),
     ),
-    _other(
-        "rollout_rs_threshold_lower",
-        None,
-        "rule",
-        traced=True,
-        type=float | tuple | None,
-        when=_RS,
-        hint=", or set rollout_rs",
-        hint_if="rollout_rs",
-        common=True,
-        owner="piece rollout_correction",
-        doc="float, tuple or None: the lower threshold(s) (None: verl's default per option)",
-    ),
+    _other("rollout_rs_threshold_lower", None, "rule", traced=True, type=float | tuple | None,
+           when=_RS, hint=", or set rollout_rs", hint_if="rollout_rs", common=True,
+           owner="piece rollout_correction",
+           doc="float, tuple or None: the lower threshold(s) (None: verl's default per option)"),
     _flag(
         "bypass_mode",
         False,
@@ -702,18 +615,11 @@ BUILTIN_FIELDS = (
         doc=("float > 0 or None: OPSM (DeepSeek-V3.2, TRL's name): drop a row whose advantage is"
              " negative and whose mean log-ratio of the sampler to the current policy exceeds it"),
     ),
-    _flag(
-        "use_bias_correction_kl",
-        False,
-        when=_KL_LOSS,
-        hint=", or set use_kl_loss=True",
-        hint_if="use_kl_loss",
-        common=True,
-        owner="piece kl_loss",
-        doc=("bool: the KL loss is the importance-weighted (\"unbiased\") KL, `r * kX` with the"
-             " gradient through r = pi_theta / pi_old (TRL's `use_bias_correction_kl`, slime's"
-             " `--use-unbiased-kl`)"),
-    ),
+    _flag("use_bias_correction_kl", False, when=_KL_LOSS, hint=", or set use_kl_loss=True",
+          hint_if="use_kl_loss", common=True, owner="piece kl_loss",
+          doc=("bool: the KL loss is the importance-weighted (\"unbiased\") KL, `r * kX` with the"
+               " gradient through r = pi_theta / pi_old (TRL's `use_bias_correction_kl`, slime's"
+               " `--use-unbiased-kl`)")),
     _choice(
         "kl_penalty",
         "kl",
@@ -813,18 +719,13 @@ BUILTIN_FIELDS = (
     _number(
         "discopop_tau", 0.05, _POSITIVE, owner="dpo", doc="float > 0: DiscoPOP's temperature (TRL)"
     ),
-    _other(
-        "loss_weights",
-        None,
-        "rule",
-        type=tuple | None,
-        when=lambda c, rec, reads, by_value: not (
-            "loss_type" in reads and not isinstance(c.loss_type, tuple)
-        ),
-        owner="dpo",
-        doc=("tuple of floats or None: the weight of each loss of a tuple `loss_type` (TRL's"
-             " multi-loss, MPO)"),
-    ),
+    _other("loss_weights", None, "rule", type=tuple | None,
+           when=lambda c, rec, reads, by_value: not (
+               "loss_type" in reads and not isinstance(c.loss_type, tuple)
+           ),
+           owner="dpo",
+           doc=("tuple of floats or None: the weight of each loss of a tuple `loss_type` (TRL's"
+                " multi-loss, MPO)")),
     _number(
         "opd_kl_coef",
         0.0,
@@ -879,19 +780,12 @@ BUILTIN_FIELDS = (
              " token_mean(-log pi)` over the tokens of rows with reward > 0; None (the default)"
              " leaves the term out, any number (0 included) computes it"),
     ),
-    _number(
-        "m2_threshold",
-        None,
-        (lambda v: 0.0 < v < np.inf, "None or a positive finite number"),
-        traced=False,
-        optional=True,
-        type=float | None,
-        common=True,
-        owner="piece m2po_mask",
-        doc=("float > 0 or None: AReaL's M2PO mask, in stage 1: drop the tokens of largest"
-             " (behaviour - old)^2 until the mean of the rest is below it (old_log_probs is the"
-             " proximal policy)"),
-    ),
+    _number("m2_threshold", None,
+            (lambda v: 0.0 < v < np.inf, "None or a positive finite number"),
+            traced=False, optional=True, type=float | None, common=True, owner="piece m2po_mask",
+            doc=("float > 0 or None: AReaL's M2PO mask, in stage 1: drop the tokens of largest"
+                 " (behaviour - old)^2 until the mean of the rest is below it (old_log_probs is the"
+                 " proximal policy)")),
     _number(
         "kl2_budget",
         None,
@@ -918,16 +812,11 @@ BUILTIN_FIELDS = (
     _number("miniclip_high", 0.5, _NON_NEGATIVE, hint=", or use loss_mode='m2po'",
             hint_if="loss_mode", owner="loss_mode m2po",
             doc="float >= 0: Relax's M2PO floor of the upper clip offset (loss_mode=\"m2po\")"),
-    _number(
-        "gae_lambda_value",
-        None,
-        (lambda v: 0.0 <= v <= 1.0, "None or in [0, 1]"),
-        optional=True,
-        type=float | None,
-        owner="stage 1: ppo",
-        doc=("float in [0, 1] or None: NeMo-RL's (VAPO's decoupled GAE) lambda of the critic's"
-             " returns; None: `lam`, the policy's (PPO)"),
-    ),
+    _number("gae_lambda_value", None,
+            (lambda v: 0.0 <= v <= 1.0, "None or in [0, 1]"),
+            optional=True, type=float | None, owner="stage 1: ppo",
+            doc=("float in [0, 1] or None: NeMo-RL's (VAPO's decoupled GAE) lambda of the critic's"
+                 " returns; None: `lam`, the policy's (PPO)")),
     _number(
         "length_adaptive_alpha",
         None,

@@ -223,17 +223,14 @@ ADVANTAGE_PIECES = (
           "the raw advantages' mean and std over every kept token of every shard"),
     Piece("normalise", lambda s: s.rec.advantage.normalise is not None, _normalise,
           doc="the estimator's normalisation over the global batch"),
-    Piece(
-        "distillation",
-        lambda s: "opd_kl_coef" in s.reads
-        and _is_on(s.cfg, "opd_kl_coef", s.present("rollout.teacher_log_probs")),
-        _distillation,
-        ("rollout.old_log_probs", "rollout.teacher_log_probs"),
-        ("rollout/opd_reverse_kl",),
-        "on-policy distillation on top: A - opd_kl_coef * sg(old - teacher), after the"
-        " normalisation (slime)",
-        "rollout.teacher_log_probs",
-    ),
+    Piece("distillation", lambda s: "opd_kl_coef" in s.reads
+          and _is_on(s.cfg, "opd_kl_coef", s.present("rollout.teacher_log_probs")),
+          _distillation,
+          ("rollout.old_log_probs", "rollout.teacher_log_probs"),
+          ("rollout/opd_reverse_kl",),
+          "on-policy distillation on top: A - opd_kl_coef * sg(old - teacher), after the"
+          " normalisation (slime)",
+          "rollout.teacher_log_probs"),
 )
 
 # %% ../../nbs/04f_pieces.ipynb #b912768f
@@ -375,16 +372,12 @@ LOSS_PIECES = (
           ("rollout.sample_weights",),
           doc="ROLL's per-sample weights multiply each row's policy terms",
           switch="rollout.sample_weights"),
-    Piece(
-        "decoupled_importance_weights",
-        lambda s: not s.cfg.bypass_mode
-        and s.cfg.tis_cap is not None
-        or not s.cfg.bypass_mode
-        and s.cfg.rollout_is is not None,
-        _decoupled_weights,
-        ("rollout.rollout_is_weights",),
-        doc="the rollout correction's weights from `advantages` multiply the policy terms",
-    ),
+    Piece("decoupled_importance_weights", lambda s: not s.cfg.bypass_mode
+          and s.cfg.tis_cap is not None
+          or not s.cfg.bypass_mode
+          and s.cfg.rollout_is is not None, _decoupled_weights,
+          ("rollout.rollout_is_weights",),
+          doc="the rollout correction's weights from `advantages` multiply the policy terms"),
     Piece("bypass_correction",
           lambda s: s.cfg.bypass_mode and _correction(s.cfg) is not None,
           _bypass_correction,
@@ -503,21 +496,19 @@ def describe(config) -> tuple:
                 for p in pieces
                 if p.on(st)]
     policy = _LOSS_MODES[config.loss_mode]
-    return tuple(
-        [Step("advantages", rec.name, rec.summary,
-              tuple(f"rollout.{n}" for n in rec.advantage.needs),
-              rec.advantage.metrics, "",
-              tuple(n for n in rec.advantage.reads if n in st.reads))]
-        + steps("advantages", ADVANTAGE_PIECES)
-        + [Step("loss",
-                f"loss_mode={config.loss_mode!r}",
-                policy.source,
-                ("log_probs", "rollout.old_log_probs", "rollout.advantages"),
-                tuple(policy.metrics.values()),
-                "",
-                tuple(policy.reads))]
-        + steps("loss", LOSS_PIECES)
-    )
+    return tuple([Step("advantages", rec.name, rec.summary,
+                       tuple(f"rollout.{n}" for n in rec.advantage.needs),
+                       rec.advantage.metrics, "",
+                       tuple(n for n in rec.advantage.reads if n in st.reads))]
+                 + steps("advantages", ADVANTAGE_PIECES)
+                 + [Step("loss",
+                         f"loss_mode={config.loss_mode!r}",
+                         policy.source,
+                         ("log_probs", "rollout.old_log_probs", "rollout.advantages"),
+                         tuple(policy.metrics.values()),
+                         "",
+                         tuple(policy.reads))]
+                 + steps("loss", LOSS_PIECES))
 
 
 def _owned(owner: str) -> tuple:

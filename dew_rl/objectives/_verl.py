@@ -114,19 +114,10 @@ _ACTOR_IGNORED_TREES = (
     # verl copies the algorithm's rollout correction there
     "policy_loss.rollout_correction.",
 )
-_ESTIMATORS = {
-    "gae": "ppo",
-    "grpo": "grpo",
-    "grpo_vectorized": "grpo",
-    "rloo": "rloo",
-    "rloo_vectorized": "rloo",
-    "remax": "remax",
-    "opo": "opo",
-    "grpo_passk": "grpo_passk",
-    "gpg": "gpg",
-    "optimal_token_baseline": "optimal_token_baseline",
-    "gdpo": "gdpo",
-}
+_ESTIMATORS = {"gae": "ppo", "grpo": "grpo", "grpo_vectorized": "grpo", "rloo": "rloo",
+               "rloo_vectorized": "rloo", "remax": "remax", "opo": "opo",
+               "grpo_passk": "grpo_passk", "gpg": "gpg",
+               "optimal_token_baseline": "optimal_token_baseline", "gdpo": "gdpo"}
 _REFUSED_ESTIMATORS = {
     "reinforce_plus_plus": (
         "verl whitens with Bessel's variance and reduces with loss_agg_mode; dew_rl's"
@@ -145,34 +136,13 @@ _REFUSED_ESTIMATORS = {
 }
 # verl's estimators that read norm_adv_by_std_in_grpo
 _GRPO_STD = ("grpo", "grpo_vectorized", "grpo_passk", "gdpo")
-_LOSS_MODES = {
-    "vanilla": "vanilla",
-    "dppo_tv": "dppo_tv",
-    "dppo_kl": "dppo_kl",
-    "gspo": "gspo",
-    "sapo": "sapo",
-    "gpg": "reinforce",
-    "clip_cov": "clip_cov",
-    "kl_cov": "kl_cov",
-    "geo_mean": "geo_mean",
-    "dro": "dro",
-    "cispo": "cispo",
-}
+_LOSS_MODES = {"vanilla": "vanilla", "dppo_tv": "dppo_tv", "dppo_kl": "dppo_kl", "gspo": "gspo",
+               "sapo": "sapo", "gpg": "reinforce", "clip_cov": "clip_cov", "kl_cov": "kl_cov",
+               "geo_mean": "geo_mean", "dro": "dro", "cispo": "cispo"}
 # verl reduces these with seq-mean-token-mean whatever loss_agg_mode says
 _SEQUENCE_MEAN = ("gspo", "sapo", "geo_mean")
-_RS_OPTIONS = (
-    "token_k1",
-    "token_k2",
-    "token_k3",
-    "seq_sum_k1",
-    "seq_sum_k2",
-    "seq_sum_k3",
-    "seq_mean_k1",
-    "seq_mean_k2",
-    "seq_mean_k3",
-    "seq_max_k2",
-    "seq_max_k3",
-)
+_RS_OPTIONS = ("token_k1", "token_k2", "token_k3", "seq_sum_k1", "seq_sum_k2", "seq_sum_k3",
+               "seq_mean_k1", "seq_mean_k2", "seq_mean_k3", "seq_max_k2", "seq_max_k3")
 
 
 def _flatten(config, prefix=""):
