@@ -251,7 +251,7 @@ def _exploded(tokens):
         to, tc = tokens[o], tokens[c]
         if tokens[o + 1].type != tokenize.NL or tokens[c].line[: tc.start[1]].strip():
             continue
-        if not 2 <= tc.start[0] - to.start[0] - 1 <= PACK_MAX_LINES + 1:
+        if not 1 <= tc.start[0] - to.start[0] - 1 <= PACK_MAX_LINES:  # the lines between the two
             continue
         inner = tokens[o + 1:c]
         if any(t.type == tokenize.COMMENT or (t.type == tokenize.STRING and t.start[0] != t.end[0])
@@ -352,7 +352,9 @@ def _wrap_once(path: Path) -> bool:
         out.extend(lines[prev:a])
         src = "\n".join(lines[a:b])
         long = any(len(l) > LIMIT for l in lines[a:b])
-        out.extend((wrap_source(src) if long else pack_brackets(fix_imports(src))).split("\n"))
+        new_src = wrap_source(src) if long else pack_brackets(fix_imports(src))
+        # a cell's trailing blank lines go (black would add to them on every run)
+        out.extend(new_src.rstrip("\n").split("\n"))
         prev = b
     out.extend(lines[prev:])
     new = "\n".join(out)
