@@ -331,6 +331,18 @@ def linear_log_probs_and_entropy(hidden, weight, tokens, temperature=1.0, chunk_
         peak temporary memory grows with B * T * chunk_size, not B * T * V
     """
     fn = "linear_log_probs_and_entropy"
+    h, w = _hidden_weight(fn, hidden, weight)
+    B, T, D = h.shape
+    y = as_ids(fn, "tokens", tokens, (B, T), like="hidden[..., 0]")
+    check_ids_below(fn, "tokens", tokens, w.shape[1], "the vocabulary axis of `weight`")
+    tau, C = _temperature(fn, temperature), _chunk(fn, chunk_size, w.shape[1])
+    h, w, y = vary_together(h.reshape(B * T, D), w, y.reshape(B * T))
+    lp, entropy = _linear(h, w, y, tau, C)
+    return lp.reshape(B, T), entropy.reshape(B, T)
+
+
+def _hidden_weight(fn: str, hidden, weight):
+    "`hidden` [B, T, D] and `weight` [D, V] checked for the fused vocabulary functions (V > 0)."
     h = as_float(fn, "hidden", hidden)
     check_rank(fn, "hidden", h, 3, layout="[B, T, D]")
     w = as_float(fn, "weight", weight)
@@ -341,13 +353,7 @@ def linear_log_probs_and_entropy(hidden, weight, tokens, temperature=1.0, chunk_
     if w.shape[1] == 0:
         raise ValueError(f"{fn}: `weight` must have a non-empty vocabulary axis V; got shape"
                          f" {shape_text(w.shape)}")
-    B, T, D = h.shape
-    y = as_ids(fn, "tokens", tokens, (B, T), like="hidden[..., 0]")
-    check_ids_below(fn, "tokens", tokens, w.shape[1], "the vocabulary axis of `weight`")
-    tau, C = _temperature(fn, temperature), _chunk(fn, chunk_size, w.shape[1])
-    h, w, y = vary_together(h.reshape(B * T, D), w, y.reshape(B * T))
-    lp, entropy = _linear(h, w, y, tau, C)
-    return lp.reshape(B, T), entropy.reshape(B, T)
+    return h, w
 
 # %% ../nbs/03h_logits.ipynb #14202a91
 def _columns(ids, start, width):
@@ -593,20 +599,6 @@ def linear_log_probs_at(hidden, weight, ids, temperature=1.0, chunk_size=None):
     h, w, i = vary_together(h.reshape(B * T, D), w, i)
     lp, _ = _at_linear(h, w, i, tau, C, False)
     return lp.reshape(B, T, -1)
-
-
-def _hidden_weight(fn: str, hidden, weight):
-    h = as_float(fn, "hidden", hidden)
-    check_rank(fn, "hidden", h, 3, layout="[B, T, D]")
-    w = as_float(fn, "weight", weight)
-    check_rank(fn, "weight", w, 2, layout="[D, V]")
-    check_dim(
-        fn, "weight", w, 0, h.shape[2], "[D, V]", f"D = {h.shape[2]}, the last axis of `hidden`"
-    )
-    if w.shape[1] == 0:
-        raise ValueError(f"{fn}: `weight` must have a non-empty vocabulary axis V; got shape"
-                         f" {shape_text(w.shape)}")
-    return h, w
 
 # %% ../nbs/03h_logits.ipynb #e1d5e10f
 def top_k_log_probs(logits, k, temperature=1.0):
