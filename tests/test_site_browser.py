@@ -100,18 +100,23 @@ def _site(tmp_path_factory) -> Path:
     return out
 
 
-def probe(site: Path, tmp: Path, page: str = PAGE) -> dict:
-    wrapper = tmp / "probe.html"
-    wrapper.write_text(PROBE % {"url": (site / page).as_uri()}, encoding="utf-8")
-    profile = tmp / "profile"
+def _run_probe(wrapper: Path, html: str, tmp: Path, budget_ms: int, timeout: int) -> dict:
+    """Open the probe page `html` (written to `wrapper`) in headless Chromium and return the JSON it leaves
+    in its `<pre id="result">`."""
+    wrapper.write_text(html, encoding="utf-8")
     cmd = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
            "--disable-component-update", "--disable-sync", "--no-first-run", "--allow-file-access-from-files",
-           f"--user-data-dir={profile}", "--virtual-time-budget=15000", "--dump-dom", wrapper.as_uri()]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+           f"--user-data-dir={tmp / 'profile'}", f"--virtual-time-budget={budget_ms}", "--dump-dom",
+           wrapper.as_uri()]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout).stdout
     start = out.index('<pre id="result">') + len('<pre id="result">')
     raw = out[start:out.index("</pre>", start)]
-    assert raw != "pending", "the page never finished loading in Chromium"
-    return json.loads(raw.replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
+    assert raw != "pending", f"{wrapper.name}: the page never finished loading in Chromium"
+    return json.loads(raw.replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"'))
+
+
+def probe(site: Path, tmp: Path, page: str = PAGE) -> dict:
+    return _run_probe(tmp / "probe.html", PROBE % {"url": (site / page).as_uri()}, tmp, 15000, 120)
 
 
 @pytest.fixture(scope="module")
@@ -436,16 +441,8 @@ CHROME = [".ipynb", ".pdf", "Light Dark", "System Settings", "Contents", "Show c
 
 
 def search_snippets(site: Path, tmp: Path, query: str) -> dict:
-    wrapper = tmp / "search_probe.html"
-    wrapper.write_text(SEARCH_PROBE % {"url": (site / "search.html").as_uri() + "?q=" + query}, encoding="utf-8")
-    cmd = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-           "--disable-component-update", "--disable-sync", "--no-first-run", "--allow-file-access-from-files",
-           f"--user-data-dir={tmp / 'profile'}", "--virtual-time-budget=30000", "--dump-dom", wrapper.as_uri()]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=180).stdout
-    start = out.index('<pre id="result">') + len('<pre id="result">')
-    raw = out[start:out.index("</pre>", start)]
-    assert raw != "pending", "the search page never finished"
-    return json.loads(raw.replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", '"'))
+    html = SEARCH_PROBE % {"url": (site / "search.html").as_uri() + "?q=" + query}
+    return _run_probe(tmp / "search_probe.html", html, tmp, 30000, 180)
 
 
 def snippet_faults(snippets) -> list[str]:
