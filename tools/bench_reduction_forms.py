@@ -1,4 +1,4 @@
-"""Two more formulations of the masked sum and count of `token_mean`, on the plain reduction and inside the dual-clip
+"""Three more formulations of the masked sum and count of `token_mean`, on the plain reduction and inside the dual-clip
 PPO loss, forward and forward + backward, in one interleaved run against the library (bench only).
 
     python tools/bench_reduction_forms.py              # [256, 4096], 30 rounds of 10 calls, appended as one more run
@@ -7,7 +7,11 @@ PPO loss, forward and forward + backward, in one interleaved run against the lib
 * `count by where(k,1,0)`: the count as the row sums of `where(keep, 1.0, 0.0)` (a select of constants, which
   XLA:CPU's reduction kernel might take with the sum), turned into an exact int32 as `count_kept` does;
 * `stacked [sum; count]`: the selected values and the float mask stacked into one [2, B, T] array and reduced
-  over T in one reduction (the count from the same pass as the sum).
+  over T in one reduction (the count from the same pass as the sum);
+* `row sums by dot with ones`: the selected values' and the float mask's row sums as two matrix-vector products
+  with a vector of ones (`[B, T] @ [T]`, the "dot with the mask" of issue 26): the dot is a multi-threaded library
+  kernel on XLA:CPU, where the plain row reduction runs on one thread. Added in a later run than the first three
+  (the runs before it do not have it).
 
 Each is checked NaN-safe (NaN at every masked position of the advantages and of the log-probs: finite value and
 gradient) and against the library's value before it is timed.
@@ -35,7 +39,13 @@ def tm_stacked(t, m):
     k = m != 0
     s = jnp.stack([jnp.where(k, t, 0), k.astype(jnp.float32)]).sum(-1)   # [2, B]
     return s[0].sum() / jnp.maximum(s[1].astype(jnp.int32).sum(), 1).astype(jnp.float32)
-forms = {"library token_mean": rl.token_mean, "count by where(k,1,0)": tm_where, "stacked [sum; count]": tm_stacked}
+def tm_dot(t, m):
+    k = m != 0
+    ones = jnp.ones((t.shape[-1],), jnp.float32)
+    s, n = jnp.where(k, t, 0) @ ones, k.astype(jnp.float32) @ ones   # [B] each: exact counts below 2^24
+    return s.sum() / jnp.maximum(n.astype(jnp.int32).sum(), 1).astype(jnp.float32)
+forms = {"library token_mean": rl.token_mean, "count by where(k,1,0)": tm_where, "stacked [sum; count]": tm_stacked,
+         "row sums by dot with ones": tm_dot}
 def ppo(red):
     def loss(lp, old, a, m):
         terms, _ = rl.clipped_surrogate_terms(rl.token_log_ratio(lp, old), a, m, 0.2, 0.2, 3.0)
