@@ -216,7 +216,8 @@ def token_log_probs(graphdef, params, seqs, prompt_len):
 ROLLOUT_CORRECTIONS = {
     "none": {},
     # token TIS (verl's rollout_is="token", truncated at 2) and token-level k3 rejection (rollout_rs="token_k3")
-    "token_tis_k3": dict(rollout_is="token", rollout_is_threshold=2.0, rollout_rs="token_k3", rollout_rs_threshold=0.05),
+    "token_tis_k3": dict(rollout_is="token", rollout_is_threshold=2.0,
+                         rollout_rs="token_k3", rollout_rs_threshold=0.05),
 }
 
 
@@ -391,7 +392,8 @@ def train(args, reward_fn=verify, log=print, return_params=False):
     task = Task(args.n_digits, args.base)
     rng, key = np.random.default_rng(args.seed), jax.random.key(args.seed)
 
-    model = Policy(task.prompt_len + task.response_len, d_model=args.d_model, n_layers=args.n_layers, rngs=nnx.Rngs(args.seed))
+    model = Policy(task.prompt_len + task.response_len, d_model=args.d_model, n_layers=args.n_layers,
+                   rngs=nnx.Rngs(args.seed))
     graphdef, params = nnx.split(model, nnx.Param)        # the model holds parameters only
     ref_params = jax.tree.map(jnp.copy, params)           # the frozen reference: the initial policy
     tx = optax.adamw(args.lr, eps=args.adam_eps, weight_decay=0.01) if args.optimizer == "adamw" else optax.sgd(args.lr)
@@ -455,7 +457,8 @@ def train(args, reward_fn=verify, log=print, return_params=False):
         #    the config, so the jitted functions run with it without compiling again.
         if kl_field:
             record["kl_coef"] = float(getattr(cfg, kl_field))
-            current_kl = rollout_metrics["rollout/reward_kl_penalty"] if kl_field == "kl_coef" else record["train/kl_loss"]
+            current_kl = (rollout_metrics["rollout/reward_kl_penalty"] if kl_field == "kl_coef"
+                          else record["train/kl_loss"])
             new_coef = rl.adaptive_kl_update(getattr(cfg, kl_field), current_kl, n_steps=rows,
                                              target_kl=args.target_kl, horizon=args.kl_horizon)
             # (Data parallel: replicated on the mesh again, so that the jitted functions see the same
