@@ -20,8 +20,9 @@ the Features page's sections A-I are headings in its page contents; a page longe
 No code cell's source scrolls sideways at 1400 px (the notebooks are wrapped at 100 characters by
 `make wrap`; a probe on a copy with one long line injected finds it). The site's own search shows
 snippets of the article's text, with no page chrome and no raw TeX. A printed output a little wider
-than the column is set smaller to fit (docs/_static/dew_rl.js); the outputs that still scroll are
-counted and reported.
+than the column is set smaller to fit (docs/_static/dew_rl.js), and no printed output scrolls
+sideways either (a printed table would hide its right-hand columns; a probe on a copy with one long
+output line injected finds it).
 
 Navigation: the sidebar's captioned groups are the ones below, in order, with the contributors'
 pages last; the home page lists the chapters in the sidebar's order; one search box is visible.
@@ -388,8 +389,8 @@ def test_long_pages_fold_their_detail(site):
 
 def test_no_code_cell_source_scrolls_sideways_at_1400px(site):
     """At 1400x900 no code cell's source scrolls sideways: the notebooks' code cells are wrapped at 100
-    characters (`make wrap`, tools/wrap_code.py) and the column holds about 120. Outputs (printed tables,
-    arrays) may scroll; their count is reported, not asserted."""
+    characters (`make wrap`, tools/wrap_code.py) and the column holds about 120. No printed output
+    (a table, an array, a sentence) scrolls either: a printed table that did would hide its columns."""
     pages = [f"{c}.html" for c in CHAPTERS]
     layout = site_layout.measure(site, pages, 1400, 900)
     errors = [f"{p}: {r['error']}" for p, r in layout.items() if "error" in r]
@@ -402,19 +403,27 @@ def test_no_code_cell_source_scrolls_sideways_at_1400px(site):
     wide = [f"{p}: {o['chars']} characters: {o['line'][:70]}" for p, r in layout.items()
             for o in r["pres_source_overflow"]]
     assert not wide, f"{len(wide)} code cell sources scroll sideways at 1400 px:\n" + "\n".join(wide)
+    wide_out = [f"{p}: {o['chars']} characters: {o['line'][:70]}" for p, r in layout.items()
+                for o in r["pres_output_wide"]]
+    assert not wide_out, f"{len(wide_out)} printed outputs scroll sideways at 1400 px:\n" + "\n".join(wide_out)
 
 
-def test_source_scroll_probe_finds_a_long_line(site, tmp_path):
+def test_scroll_probes_find_a_long_line(site, tmp_path):
     copy = tmp_path / "site"
     shutil.copytree(site, copy, ignore=shutil.ignore_patterns("mathjax"))
     page = copy / PAGE
     html = page.read_text(encoding="utf-8")
     at = html.index('<div class="cell_input')
     long = '<div class="cell_input docutils container"><div class="highlight"><pre>' + "x = 1  # " + "y" * 150 + "</pre></div></div>"
-    page.write_text(html[:at] + long + html[at:], encoding="utf-8")
-    before = site_layout.measure(site, [PAGE], 1400, 900)[PAGE]["pres_source_overflow"]
-    after = site_layout.measure(copy, [PAGE], 1400, 900)[PAGE]["pres_source_overflow"]
-    assert [o["chars"] for o in after] == [159] + [o["chars"] for o in before], after
+    out = '<div class="cell_output docutils container"><div class="output stream highlight-myst-ansi notranslate"><div class="highlight"><pre>' + "z" * 240 + "</pre></div></div></div>"
+    page.write_text(html[:at] + long + out + html[at:], encoding="utf-8")
+    before = site_layout.measure(site, [PAGE], 1400, 900)[PAGE]
+    after = site_layout.measure(copy, [PAGE], 1400, 900)[PAGE]
+    assert ([o["chars"] for o in after["pres_source_overflow"]]
+            == [159] + [o["chars"] for o in before["pres_source_overflow"]]), after["pres_source_overflow"]
+    # the output probe: the injected 240-character output line (set smaller by dew_rl.js, still too wide)
+    assert ([o["chars"] for o in after["pres_output_wide"]]
+            == [240] + [o["chars"] for o in before["pres_output_wide"]]), after["pres_output_wide"]
 
 
 SEARCH_PROBE = """<!doctype html><html><body><pre id="result">pending</pre>

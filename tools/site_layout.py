@@ -49,6 +49,9 @@ function measure(doc, win) {
       const line = p.textContent.split('\n').reduce((a, b) => b.length > a.length ? b : a, '');
       return {excess: p.scrollWidth - p.clientWidth, chars: line.length, line: line.slice(0, 100)}; }),
     pres_output_overflow: pres.filter(p => !p.closest('.cell_input') && p.scrollWidth > p.clientWidth + 1).length,
+    pres_output_wide: pres.filter(p => !p.closest('.cell_input') && p.scrollWidth > p.clientWidth + 1).map(p => {
+      const line = p.textContent.split('\n').reduce((a, b) => b.length > a.length ? b : a, '');
+      return {excess: p.scrollWidth - p.clientWidth, chars: line.length, line: line.slice(0, 100)}; }),
     pre_chars: (() => { const p = article.querySelector('.cell_input pre'); if (!p) return 0;
       const s = doc.createElement('span'); s.textContent = 'x'.repeat(100); p.appendChild(s);
       const w = s.getBoundingClientRect().width / 100; s.remove();
