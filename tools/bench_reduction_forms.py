@@ -9,9 +9,8 @@ PPO loss, forward and forward + backward, in one interleaved run against the lib
 * `stacked [sum; count]`: the selected values and the float mask stacked into one [2, B, T] array and reduced
   over T in one reduction (the count from the same pass as the sum);
 * `row sums by dot with ones`: the selected values' and the float mask's row sums as two matrix-vector products
-  with a vector of ones (`[B, T] @ [T]`, the "dot with the mask" of issue 26): the dot is a multi-threaded library
-  kernel on XLA:CPU, where the plain row reduction runs on one thread. Added in a later run than the first three
-  (the runs before it do not have it).
+  with a vector of ones (`[B, T] @ [T]`, the "dot with the mask" of issue 26): XLA:CPU hands a dot to another
+  kernel than the row reduction. Added in a later run than the first two forms (the runs before it lack it).
 
 Each is checked NaN-safe (NaN at every masked position of the advantages and of the log-probs: finite value and
 gradient) and against the library's value before it is timed.

@@ -35,6 +35,11 @@ function scroller(el, article) {
   }
   return article;
 }
+function scrolls(p) { return p.scrollWidth > p.clientWidth + 1; }
+function widest(p) {  // a block that scrolls: by how much, and its longest line
+  const line = p.textContent.split('\n').reduce((a, b) => b.length > a.length ? b : a, '');
+  return {excess: p.scrollWidth - p.clientWidth, chars: line.length, line: line.slice(0, 100)};
+}
 function measure(doc, win) {
   const article = doc.querySelector('article.bd-article') || doc.querySelector('main') || doc.body;
   const vw = win.innerWidth, vh = win.innerHeight;
@@ -45,13 +50,9 @@ function measure(doc, win) {
     pres_overflow: pres.filter(p => p.scrollWidth > p.clientWidth + 1).length,
     pres_excess: pres.filter(p => p.scrollWidth > p.clientWidth + 1).map(p => p.scrollWidth - p.clientWidth),
     pres_source: pres.filter(p => p.closest('.cell_input')).length,
-    pres_source_overflow: pres.filter(p => p.closest('.cell_input') && p.scrollWidth > p.clientWidth + 1).map(p => {
-      const line = p.textContent.split('\n').reduce((a, b) => b.length > a.length ? b : a, '');
-      return {excess: p.scrollWidth - p.clientWidth, chars: line.length, line: line.slice(0, 100)}; }),
-    pres_output_overflow: pres.filter(p => !p.closest('.cell_input') && p.scrollWidth > p.clientWidth + 1).length,
-    pres_output_wide: pres.filter(p => !p.closest('.cell_input') && p.scrollWidth > p.clientWidth + 1).map(p => {
-      const line = p.textContent.split('\n').reduce((a, b) => b.length > a.length ? b : a, '');
-      return {excess: p.scrollWidth - p.clientWidth, chars: line.length, line: line.slice(0, 100)}; }),
+    pres_source_overflow: pres.filter(p => p.closest('.cell_input') && scrolls(p)).map(widest),
+    pres_output_overflow: pres.filter(p => !p.closest('.cell_input') && scrolls(p)).length,
+    pres_output_wide: pres.filter(p => !p.closest('.cell_input') && scrolls(p)).map(widest),
     pre_chars: (() => { const p = article.querySelector('.cell_input pre'); if (!p) return 0;
       const s = doc.createElement('span'); s.textContent = 'x'.repeat(100); p.appendChild(s);
       const w = s.getBoundingClientRect().width / 100; s.remove();
